@@ -1,0 +1,236 @@
+"""Numba routines behind :mod:`symtheory.core.spectral` (generic: any polynomial ``P(G, x)``).
+
+Coefficient convention: ``A[k, j]`` multiplies ``G**k * x**j``.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def coeffs_at(A, x):
+    """c[k] = sum_j A[k, j] x^j (Horner), real x."""
+    K, J = A.shape
+    c = np.zeros(K)
+    for k in range(K):
+        acc = 0.0
+        for j in range(J - 1, -1, -1):
+            acc = acc * x + A[k, j]
+        c[k] = acc
+    return c
+
+
+@numba.njit(cache=True)
+def poly_roots(c):
+    """All complex roots of sum_k c[k] g^k (leading zeros stripped)."""
+    n = c.shape[0] - 1
+    scale = 0.0
+    for k in range(c.shape[0]):
+        scale = max(scale, abs(c[k]))
+    while n > 0 and abs(c[n]) <= 1e-14 * scale:
+        n -= 1
+    if n <= 0:
+        return np.empty(0, dtype=np.complex128)
+    M = np.zeros((n, n), dtype=np.complex128)
+    for i in range(n):
+        M[0, i] = -c[n - 1 - i] / c[n]
+    for i in range(1, n):
+        M[i, i - 1] = 1.0
+    return np.linalg.eigvals(M)
+
+
+@numba.njit(cache=True)
+def poly_eval(c, g):
+    """(p(g), p'(g)) for complex g."""
+    n = c.shape[0] - 1
+    p = c[n] + 0j
+    dp = 0j
+    for k in range(n - 1, -1, -1):
+        dp = dp * g + p
+        p = p * g + c[k]
+    return p, dp
+
+
+@numba.njit(cache=True)
+def newton(c, g0, maxit):
+    """Newton on sum_k c[k] g^k from g0.
+
+    Converged when the step is at rounding level or the residual is within rounding
+    of the polynomial's evaluation (backward-stable stop; near a double root -- a
+    spectral edge -- steps stall at ~sqrt(eps) while the residual is already exact).
+    """
+    g = g0
+    n = c.shape[0] - 1
+    for _ in range(maxit):
+        p, dp = poly_eval(c, g)
+        ag = abs(g)
+        bound = 0.0
+        for k in range(n, -1, -1):
+            bound = bound * ag + abs(c[k])
+        if abs(p) <= 16 * 2.220446049250313e-16 * bound:
+            return g, True
+        if dp == 0:
+            return g, False
+        step = p / dp
+        g = g - step
+        if abs(step) <= 1e-15 * abs(g) + 1e-300:
+            return g, True
+    return g, False
+
+
+@numba.njit(cache=True)
+def upper_root(A, x):
+    """Root of P(., x) with the largest imaginary part (the density branch, G(x - i0))."""
+    r = poly_roots(coeffs_at(A, x))
+    best = 0
+    for i in range(1, r.shape[0]):
+        if r[i].imag > r[best].imag:
+            best = i
+    return r[best]
+
+
+@numba.njit(cache=True)
+def upper_roots_continued(A, xs, out):
+    """G(x - i0) on an ordered grid inside one bulk, by Newton continuation.
+
+    Eigenvalue solve at the middle node, then Newton from the neighbour's root; a
+    node whose Newton result is not in the upper half-plane (or not converged) is
+    solved by eigenvalues.  Returns the number of fallbacks.
+    """
+    n = xs.shape[0]
+    if n == 0:
+        return 0
+    mid = n // 2
+    out[mid] = upper_root(A, xs[mid])
+    fallbacks = 1
+    for direction in (1, -1):
+        i = mid + direction
+        prev = out[mid]
+        while 0 <= i < n:
+            c = coeffs_at(A, xs[i])
+            g, ok = newton(c, prev, 40)
+            # a real root is another branch (or an edge node, rare): decide by eigenvalues
+            if not ok or g.imag <= 1e-12 * abs(g):
+                g = upper_root(A, xs[i])
+                fallbacks += 1
+            out[i] = g
+            prev = g
+            i += direction
+    return fallbacks
+
+
+@numba.njit(cache=True)
+def edge_value(A, e):
+    """Real value of G at a branch point e (mean of the closest pair of roots)."""
+    r = poly_roots(coeffs_at(A, e))
+    best = np.inf
+    val = 0.0
+    for i in range(r.shape[0]):
+        for j in range(i + 1, r.shape[0]):
+            d = abs(r[i] - r[j])
+            if d < best:
+                best = d
+                val = 0.5 * (r[i].real + r[j].real)
+    return val
+
+
+@numba.njit(cache=True)
+def real_root_between(A, x, lo, hi):
+    """The real root of P(., x) in [lo, hi] (G is monotone between support edges).
+
+    Returns NaN when no root or several roots qualify.
+    """
+    r = poly_roots(coeffs_at(A, x))
+    width = abs(hi - lo)
+    tol = 1e-9 * (width + abs(lo) + abs(hi)) + 1e-300
+    found = 0
+    val = np.nan
+    for i in range(r.shape[0]):
+        g = r[i]
+        if abs(g.imag) <= 1e-7 * (abs(g.real) + width) + 1e-300:
+            if lo - tol <= g.real <= hi + tol:
+                found += 1
+                val = g.real
+    if found == 1:
+        # polish on the real axis
+        c = coeffs_at(A, x)
+        g, ok = newton(c, val + 0j, 40)
+        if ok and abs(g.imag) <= 1e-9 * (abs(g.real) + 1.0):
+            return g.real
+        return val
+    return np.nan
+
+
+T_MAX = 4.0
+
+
+@numba.njit(cache=True)
+def tanh_sinh(a, b, level, only_new):
+    """Numba twin of :func:`symtheory.core.quadrature.tanh_sinh_nodes`."""
+    step = 2.0 ** (-level)
+    kmax = int(np.floor(T_MAX / step))
+    stride = 2 if (only_new and level > 0) else 1
+    start = -kmax
+    if stride == 2 and start % 2 == 0:
+        start += 1
+    n = (kmax - start) // stride + 1
+    x = np.empty(n)
+    w = np.empty(n)
+    h = 0.5 * (b - a)
+    for i in range(n):
+        t = (start + i * stride) * step
+        u = 0.5 * np.pi * np.sinh(t)
+        e = np.exp(-2.0 * abs(u))
+        gap = 2.0 * h * e / (1.0 + e)
+        x[i] = a + gap if u < 0 else b - gap
+        cu = np.cosh(u)
+        w[i] = h * 0.5 * np.pi * np.cosh(t) / (cu * cu)
+    return x, w
+
+
+# Template of the fused integration driver generated next to each integrand kernel.
+INTEGRATE_TEMPLATE = '''
+@numba.njit(cache=True, error_model="numpy")
+def {name}_integrate(A, pieces, {params}, rtol, max_level, total, err):
+    """Tanh-sinh integrals of the integrands over pieces[i] = (a, b); returns (nodes, converged)."""
+    n_out = total.shape[0]
+    used = 0
+    all_ok = True
+    cur = numpy.zeros(n_out)
+    prev = numpy.zeros(n_out)
+    acc = numpy.zeros(n_out)
+    for p in range(pieces.shape[0]):
+        a = pieces[p, 0]
+        b = pieces[p, 1]
+        acc[:] = 0.0
+        ok = False
+        for level in range(max_level + 1):
+            x, w = symtheory.core._spectral_nb.tanh_sinh(a, b, level, level > 0)
+            g = numpy.empty(x.shape[0], dtype=numpy.complex128)
+            symtheory.core._spectral_nb.upper_roots_continued(A, x, g)
+            mu = numpy.maximum(g.imag, 0.0) / math.pi
+            H = g.real.copy()
+            vals = numpy.empty((x.shape[0], n_out))
+            {name}_vec(x, mu, H, {params}, vals)
+            used += x.shape[0]
+            for j in range(n_out):
+                s = 0.0
+                for i in range(x.shape[0]):
+                    s += w[i] * vals[i, j]
+                acc[j] += s
+                cur[j] = acc[j] * 2.0 ** (-level)
+            if level >= 3:
+                ok = True
+                for j in range(n_out):
+                    if not abs(cur[j] - prev[j]) <= rtol * max(abs(cur[j]), 1e-300):
+                        ok = False
+                if ok or level == max_level:
+                    break
+            prev[:] = cur
+        for j in range(n_out):
+            total[j] += cur[j]
+            err[j] += abs(cur[j] - prev[j])
+        all_ok = all_ok and ok
+    return used, all_ok
+'''

@@ -1,0 +1,362 @@
+"""SymPy expressions -> cached Numba kernels (and the same expressions in mpmath).
+
+Why a generated *file*: Numba's on-disk cache (``cache=True``) keys compiled code on
+the defining source file, so ``numba.njit(sympy.lambdify(...))`` can never be cached.
+A :class:`Kernel` therefore prints its expressions (SymPy's Python printer, fully
+qualified ``math.``/module names, common-subexpression elimination) into a real
+module ``<cache>/kernels/stk_<name>_<hash>.py`` whose name is a hash of the source
+and of the SymPy/Numba/NumPy/Python versions; the module is imported, registered in
+``sys.modules`` and its functions are compiled with ``numba.njit(signature,
+cache=True)``.  A second process (or a second run) loads the machine code from the
+cache instead of compiling it; each kernel reports which of the two happened.
+
+The same expressions are available at arbitrary precision through
+:meth:`Kernel.mp` (SymPy's mpmath printer), the independent path used by tests and
+by high-precision solves.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import sympy as sp
+from sympy.printing.pycode import MpmathPrinter, PythonCodePrinter
+
+from .cache import kernel_dir
+
+log = logging.getLogger("symtheory.kernels")
+
+CODEGEN_VERSION = "1"
+
+#: every kernel loaded in this process: name -> KernelLoad
+LOADED: dict[str, "KernelLoad"] = {}
+
+
+@dataclass
+class KernelLoad:
+    """How a kernel became available in this process."""
+
+    name: str
+    module: str
+    path: str
+    status: str  # "compiled" (no usable cache entry) or "loaded" (machine code from cache)
+    seconds: float
+
+
+class KernelPrinter(PythonCodePrinter):
+    """Python printer with fully qualified names, suitable for ``numba.njit``."""
+
+    def _print_Pi(self, expr):  # pragma: no cover - trivial
+        return "math.pi"
+
+    def _print_Exp1(self, expr):  # pragma: no cover - trivial
+        return "math.e"
+
+
+def _versions() -> str:
+    import numba
+
+    return (
+        f"codegen={CODEGEN_VERSION} sympy={sp.__version__} numba={numba.__version__} "
+        f"numpy={np.__version__} python={sys.version_info[0]}.{sys.version_info[1]}"
+    )
+
+
+_MODULE_HASHES: dict = {}
+
+
+def _module_source_hash(module: str) -> str:
+    if module not in _MODULE_HASHES:
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.origin:
+            raise ImportError(f"generated kernels import {module!r}, which cannot be found")
+        with open(spec.origin, "rb") as fh:
+            _MODULE_HASHES[module] = hashlib.sha256(fh.read()).hexdigest()
+    return _MODULE_HASHES[module]
+
+
+def _identifier(sym: sp.Symbol, i: int) -> str:
+    name = str(sym)
+    return name if name.isidentifier() and not name.startswith("_") else f"arg{i}"
+
+
+class Kernel:
+    """A numeric kernel generated from SymPy expressions.
+
+    Parameters
+    ----------
+    name:
+        Python identifier of the kernel (also part of the module name).
+    args:
+        Scalar float64 input symbols, in call order.
+    outputs:
+        SymPy expressions (any iterable, flattened in order; a ``Matrix`` is
+        flattened row-major and ``shape`` records its shape).
+    vector_args:
+        Subset of ``args`` over which the companion ``<name>_vec`` kernel loops
+        (1-D float64 arrays of a common length ``n``; output ``(n, n_out)``).
+    doc:
+        One line saying what the kernel computes (written into the module).
+    extra_source:
+        Further generic code for the same module, formatted with ``{name}`` (the
+        kernel name) and ``{params}`` (its scalar argument names) -- e.g. a fused
+        driver that loops over nodes and calls ``{name}_vec`` (a generic driver
+        cannot receive the kernel as an argument and still be cached by Numba).
+
+    Calling the kernel, ``k(*args)`` returns a float64 array of the outputs
+    (reshaped to ``shape``); ``k.vec(*args)`` evaluates the vectorized companion;
+    ``k.func``/``k.vec_func`` are the Numba dispatchers for use inside other
+    jitted code; ``k.mp(*args, dps=50)`` evaluates the same expressions in mpmath.
+    """
+
+    def __init__(self, name: str, args: Sequence[sp.Symbol], outputs, *,
+                 vector_args: Sequence[sp.Symbol] = (), doc: str = "",
+                 extra_imports: Sequence[str] = (), extra_source: str = ""):
+        if not name.isidentifier():
+            raise ValueError(f"kernel name must be a Python identifier, got {name!r}")
+        if isinstance(outputs, sp.MatrixBase):
+            self.shape = tuple(outputs.shape)
+            outputs = list(outputs)
+        else:
+            outputs = list(outputs)
+            self.shape = (len(outputs),)
+        self.name = name
+        self.args = tuple(args)
+        self.outputs = [sp.sympify(e) for e in outputs]
+        self.vector_args = tuple(vector_args)
+        unknown = [a for a in self.vector_args if a not in self.args]
+        if unknown:
+            raise ValueError(f"vector_args {unknown} are not among the kernel arguments")
+        free = set().union(*(e.free_symbols for e in self.outputs)) if self.outputs else set()
+        missing = free - set(self.args)
+        if missing:
+            raise ValueError(
+                f"kernel {name!r}: outputs depend on symbols {sorted(map(str, missing))} "
+                f"that are not arguments {[str(a) for a in self.args]}")
+        self.doc = doc
+        self.extra_source = extra_source
+        self.extra_imports = tuple(extra_imports) + self._special_imports()
+        self._source: str | None = None
+        self._module = None
+        self._mp_func = None
+
+    # ------------------------------------------------------------------ source
+    def _special_imports(self) -> tuple[str, ...]:
+        mods = set()
+        for e in self.outputs:
+            for f in e.atoms(sp.Function):
+                mod = getattr(type(f), "_numba_module", None)
+                if mod:
+                    mods.add(mod)
+        return tuple(sorted(mods))
+
+    @property
+    def source(self) -> str:
+        if self._source is None:
+            self._source = self._generate()
+        return self._source
+
+    def _generate(self) -> str:
+        printer = KernelPrinter({"fully_qualified_modules": True, "standard": "python3"})
+        names = [_identifier(a, i) for i, a in enumerate(self.args)]
+        sub = {a: sp.Symbol(n) for a, n in zip(self.args, names)}
+        exprs = [e.xreplace(sub) for e in self.outputs]
+        tmp = sp.numbered_symbols("t_")
+        replacements, reduced = sp.cse(exprs, symbols=tmp, optimizations="basic")
+        body = [f"    {printer.doprint(s)} = {printer.doprint(v)}" for s, v in replacements]
+        for i, e in enumerate(reduced):
+            body.append(f"    out[{i}] = {printer.doprint(e)}")
+        if not reduced:
+            body.append("    pass")
+        sig_args = ", ".join(["float64"] * len(names))
+        sep = ", " if names else ""
+        lines = [
+            "# Generated by symtheory.core.codegen -- do not edit; regenerated from SymPy.",
+            f"# kernel: {self.name}",
+            f"# {self.doc}" if self.doc else "#",
+            f"# inputs: {', '.join(names)}",
+            f"# outputs: {len(exprs)} values, shape {self.shape}",
+            "import math",
+            "import numba",
+            "import numpy",
+        ]
+        lines += [f"import {m}" for m in self.extra_imports]
+        lines += [
+            "",
+            "",
+            f'@numba.njit("void({sig_args}{sep}float64[:])", cache=True, error_model="numpy")',
+            f"def {self.name}({', '.join(names)}{sep}out):",
+            *body,
+        ]
+        if self.vector_args:
+            vec_names = [n for a, n in zip(self.args, names) if a in self.vector_args]
+            vsig = ", ".join("float64[:]" if a in self.vector_args else "float64" for a in self.args)
+            call = ", ".join(f"{n}[i]" if n in vec_names else n for n in names)
+            lines += [
+                "",
+                "",
+                f'@numba.njit("void({vsig}, float64[:, :])", cache=True, error_model="numpy")',
+                f"def {self.name}_vec({', '.join(names)}, out):",
+                f"    for i in range({vec_names[0]}.shape[0]):",
+                f"        {self.name}({call}{sep}out[i])",
+            ]
+        if self.extra_source:
+            scalars = [n for a, n in zip(self.args, names) if a not in self.vector_args]
+            lines += ["", "", self.extra_source.format(name=self.name, params=", ".join(scalars))]
+        return "\n".join(lines) + "\n"
+
+    def extra(self, attr: str):
+        """A function defined by ``extra_source`` in the generated module."""
+        return getattr(self._load(), attr.format(name=self.name))
+
+    @property
+    def digest(self) -> str:
+        """Hash of the source, the library versions and every imported helper module.
+
+        Numba's cache does not notice when a jitted function called from the
+        generated module changes, so the helpers' sources are part of the key.
+        """
+        h = hashlib.sha256()
+        h.update(self.source.encode())
+        h.update(_versions().encode())
+        for mod in self.extra_imports:
+            h.update(_module_source_hash(mod).encode())
+        return h.hexdigest()[:20]
+
+    @property
+    def module_name(self) -> str:
+        return f"stk_{self.name}_{self.digest}"
+
+    # ------------------------------------------------------------------ loading
+    def _load(self):
+        if self._module is not None:
+            return self._module
+        modname = self.module_name
+        if modname in sys.modules:
+            self._module = sys.modules[modname]
+            return self._module
+        path = kernel_dir() / f"{modname}.py"
+        if not path.exists():
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "w") as fh:
+                fh.write(self.source)
+            os.replace(tmp, path)
+        spec = importlib.util.spec_from_file_location(modname, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = module
+        t0 = time.perf_counter()
+        try:
+            spec.loader.exec_module(module)
+        except Exception:
+            del sys.modules[modname]
+            raise
+        seconds = time.perf_counter() - t0
+        disp = [getattr(module, self.name)]
+        if self.vector_args:
+            disp.append(getattr(module, f"{self.name}_vec"))
+        hits = sum(sum(d.stats.cache_hits.values()) for d in disp)
+        misses = sum(sum(d.stats.cache_misses.values()) for d in disp)
+        status = "loaded" if hits and not misses else "compiled"
+        LOADED[modname] = KernelLoad(self.name, modname, str(path), status, seconds)
+        log.info("kernel %s %s in %.3f s (%s)", self.name, status, seconds, path)
+        self._module = module
+        return module
+
+    @property
+    def status(self) -> str | None:
+        """'compiled' or 'loaded' once the kernel is available, else None."""
+        rec = LOADED.get(self.module_name) if self._module is not None else None
+        return rec.status if rec else None
+
+    @property
+    def load_record(self) -> KernelLoad | None:
+        return LOADED.get(self.module_name) if self._module is not None else None
+
+    @property
+    def func(self):
+        """Numba dispatcher ``f(*args, out)`` (scalar args, ``out`` float64[n_out])."""
+        return getattr(self._load(), self.name)
+
+    @property
+    def vec_func(self):
+        if not self.vector_args:
+            raise AttributeError(f"kernel {self.name!r} was declared without vector_args")
+        return getattr(self._load(), f"{self.name}_vec")
+
+    @property
+    def n_out(self) -> int:
+        return len(self.outputs)
+
+    def __call__(self, *args) -> np.ndarray:
+        if len(args) != len(self.args):
+            raise TypeError(f"kernel {self.name!r} takes {len(self.args)} arguments "
+                            f"({', '.join(map(str, self.args))}), got {len(args)}")
+        out = np.empty(self.n_out)
+        self.func(*(float(a) for a in args), out)
+        return out.reshape(self.shape)
+
+    def vec(self, *args) -> np.ndarray:
+        """Evaluate over arrays for the ``vector_args``; returns ``(n, n_out)``."""
+        conv = []
+        n = None
+        for a, v in zip(self.args, args):
+            if a in self.vector_args:
+                arr = np.ascontiguousarray(v, dtype=np.float64)
+                if arr.ndim != 1:
+                    raise ValueError(f"vector argument {a} must be 1-D")
+                n = arr.shape[0] if n is None else n
+                if arr.shape[0] != n:
+                    raise ValueError("vector arguments must have a common length")
+                conv.append(arr)
+            else:
+                conv.append(float(v))
+        out = np.empty((n, self.n_out))
+        self.vec_func(*conv, out)
+        return out
+
+    # ------------------------------------------------------------------ mpmath
+    def mp(self, *args, dps: int | None = None):
+        """The same expressions evaluated by mpmath (list of ``mpf``), at ``dps`` digits."""
+        import mpmath
+
+        if self._mp_func is None:
+            from . import special
+
+            printer = MpmathPrinter({"fully_qualified_modules": False})
+            self._mp_func = sp.lambdify(self.args, self.outputs,
+                                        modules=[special.MPMATH_NAMESPACE, "mpmath"],
+                                        printer=printer)
+        if dps is None:
+            return [mpmath.mpf(v) if not isinstance(v, mpmath.mpc) else v
+                    for v in self._mp_func(*[mpmath.mpf(a) if not isinstance(a, mpmath.mpf) else a
+                                             for a in args])]
+        with mpmath.workdps(dps):
+            return [mpmath.mpf(v) if not isinstance(v, mpmath.mpc) else v
+                    for v in self._mp_func(*[mpmath.mpf(a) for a in args])]
+
+
+@dataclass
+class KernelSet:
+    """A named group of kernels (e.g. everything a model needs), for reporting."""
+
+    kernels: dict = field(default_factory=dict)
+
+    def add(self, kernel: Kernel) -> Kernel:
+        self.kernels[kernel.name] = kernel
+        return kernel
+
+    def report(self) -> list[KernelLoad]:
+        return [k.load_record for k in self.kernels.values() if k.load_record]
+
+
+def loaded_kernels() -> list[KernelLoad]:
+    """Every kernel made available in this process, with compile/load status and time."""
+    return list(LOADED.values())

@@ -1,0 +1,162 @@
+"""Linear functionals of a spectral law, reduced symbolically and evaluated numerically.
+
+A model often needs ``int f(x, mu(x), H(x)) dx`` for integrands that are polynomial
+in ``H`` and Laurent polynomials in ``x``, times ``mu``.  Many such integrals have
+closed values for *every* probability density (with ``H`` its Hilbert transform
+``P.V. int mu(t)/(x - t) dt``):
+
+* ``int mu = 1``;  ``int x^k mu`` = the k-th moment (from the large-z expansion of
+  the law's polynomial, :func:`freeprob.large_z_moments`);
+* ``int H mu = 0`` and ``int x H mu = 1/2`` (antisymmetrize the double integral);
+* ``int H^2 mu = (pi^2/3) int mu^3`` (Tricomi's identity for the finite Hilbert
+  transform, cf. the rectangular RIE paper, Troiani et al. arXiv:2203.07752);
+* for even laws, ``int x^(2k+1) mu = 0`` and ``int H mu / x = 0``.
+
+:func:`reduce_integral` applies them and leaves the remaining integrals as symbols;
+:class:`LinearSpectralFunctional` then evaluates the reduced expression with a
+generated kernel, computing only the integrals whose coefficient is non-zero at the
+given parameters (so ``(beta - 1)^2 int mu/x^2`` is never evaluated as ``0 * inf``).
+Each identity is checked numerically in ``tests/test_spectral.py``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+
+from .codegen import Kernel
+
+
+def _integral_symbol(integrand, x, mu, H):
+    name = str(integrand).replace("**", "^").replace("*", "").replace(" ", "")
+    return sp.Symbol(f"I[{name}]")
+
+
+def reduce_integral(integrand, x, mu, H, *, moments=(), even=False):
+    """Rewrite ``int integrand dx`` with the identities above.
+
+    Returns ``(expr, remaining)`` where ``remaining`` maps each new integral symbol
+    to its integrand.
+    """
+    e = sp.expand(integrand)
+    result = sp.Integer(0)
+    remaining: dict = {}
+    for term in sp.Add.make_args(e):
+        coeff, rest = term.as_independent(x, mu, H, as_Add=False)
+        powers = rest.as_powers_dict()
+        a = sp.sympify(powers.get(x, 0))
+        b = sp.sympify(powers.get(H, 0))
+        c = sp.sympify(powers.get(mu, 0))
+        if set(powers) - {x, mu, H} or c != 1 or not (a.is_integer and b.is_integer) or b < 0:
+            raise ValueError(f"cannot reduce term {term}: need mu * x^a * H^b")
+        if even and b == 0 and a % 2 == 1:
+            continue
+        if b == 0 and a >= 0:
+            if a >= len(moments):
+                raise ValueError(f"moment {a} not supplied")
+            result += coeff * moments[a]
+            continue
+        if b == 1 and a == 0:
+            continue
+        if b == 1 and a == 1:
+            result += coeff * sp.Rational(1, 2)
+            continue
+        if b == 1 and a == -1 and even:
+            continue
+        if b == 2 and a == 0:
+            sym = _integral_symbol(mu**3, x, mu, H)
+            remaining[sym] = mu**3
+            result += coeff * sp.pi**2 / 3 * sym
+            continue
+        sym = _integral_symbol(rest, x, mu, H)
+        remaining[sym] = rest
+        result += coeff * sym
+    return sp.simplify(result), remaining
+
+
+@dataclass
+class FunctionalValue:
+    value: float
+    integrals: dict
+    errors: dict
+    nodes: int
+    converged: bool
+
+
+class LinearSpectralFunctional:
+    """``expr(params, I_1..I_k)`` with ``I_j = int f_j(x, mu, H) dx`` over a law.
+
+    ``expr`` must be linear in the integral symbols; an integral whose coefficient
+    vanishes at the given parameters is not computed (its value is reported as 0).
+    """
+
+    def __init__(self, law, name, expr, integrals: dict, x, mu, H, extra_params=()):
+        self.law = law
+        self.name = name
+        self.expr = sp.sympify(expr)
+        self.integral_symbols = list(integrals)
+        self.integrands = [integrals[s] for s in self.integral_symbols]
+        for s in self.integral_symbols:
+            if sp.diff(self.expr, s, 2) != 0:
+                raise ValueError(f"{name}: expression is not linear in {s}")
+        params = tuple(law.params) + tuple(extra_params)
+        self.params = params
+        self.extra_params = tuple(extra_params)
+        ivars = [sp.Symbol(f"I{j}") for j in range(len(self.integral_symbols))]
+        self._ivars = ivars
+        sub = dict(zip(self.integral_symbols, ivars))
+        expanded = sp.expand(self.expr.xreplace(sub))
+        # factored coefficients vanish exactly where they should (e.g. (t**2 - 1)**2 at t = 1)
+        coeffs = [sp.factor(expanded.coeff(v)) for v in ivars]
+        rest = sp.factor(sp.expand(expanded - sum(c * v for c, v in zip(coeffs, ivars))))
+        body = rest + sum(c * v for c, v in zip(coeffs, ivars))
+        self.value_kernel = Kernel(f"{law.name}_{name}_value", params + tuple(ivars), [body],
+                                   doc=f"{name} from its spectral integrals")
+        self.coeff_kernel = Kernel(f"{law.name}_{name}_coeffs", params, coeffs,
+                                   doc=f"coefficients of the integrals in {name}")
+        self.x, self.mu, self.H = x, mu, H
+
+    def integrand_kernel_for(self, which=None):
+        """Kernel of the integrands with indices ``which`` (all by default)."""
+        which = tuple(range(len(self.integrands))) if which is None else tuple(which)
+        key = self.name if len(which) == len(self.integrands) else \
+            f"{self.name}_{'_'.join(map(str, which))}"
+        return self.law.integrand_kernel(key, [self.integrands[i] for i in which],
+                                         self.x, self.mu, self.H)
+
+    @property
+    def integrand_kernel(self):
+        return self.integrand_kernel_for(None)
+
+    def evaluate(self, law_params, extra=(), rtol=1e-11, support=None) -> FunctionalValue:
+        params = tuple(law_params) + tuple(extra)
+        coeffs = self.coeff_kernel(*params)
+        needed = coeffs != 0
+        ints = np.zeros(len(self.integral_symbols))
+        errs = np.zeros(len(self.integral_symbols))
+        nodes = 0
+        converged = True
+        if needed.any():
+            which = np.flatnonzero(needed)
+            res = self.law.integrate(self.integrand_kernel_for(which), *law_params, rtol=rtol,
+                                     support=support)
+            ints[which] = res.values
+            errs[which] = res.errors
+            nodes, converged = res.nodes, res.converged
+        value = float(self.value_kernel(*params, *ints)[0])
+        return FunctionalValue(value, dict(zip(map(str, self.integral_symbols), ints)),
+                               dict(zip(map(str, self.integral_symbols), errs)), nodes, converged)
+
+    def evaluate_mp(self, law_params, extra=(), dps=30):
+        import mpmath
+
+        params = tuple(law_params) + tuple(extra)
+        with mpmath.workdps(dps):
+            coeffs = self.coeff_kernel.mp(*params)
+            which = [i for i, c in enumerate(coeffs) if c != 0]
+            vals = self.law.mp_integrate(self.integrand_kernel_for(which), *law_params, dps=dps)
+            ints = [mpmath.mpf(0)] * len(coeffs)
+            for i, val in zip(which, vals):
+                ints[i] = val
+            return self.value_kernel.mp(*params, *ints)[0]

@@ -1,0 +1,379 @@
+"""Algebraic spectral laws: density, Hilbert transform, support and integrals.
+
+A probability law ``mu`` on the real line is *algebraic* when its Stieltjes
+transform ``G(z) = int mu(t)/(z - t) dt`` solves a polynomial equation
+``P(G, z; params) = 0`` (derived symbolically, e.g. by :mod:`symtheory.core.freeprob`).
+From ``P`` alone this module provides, for numeric parameter values,
+
+* ``G(x - i0) = H(x) + i pi mu(x)`` on the real axis: inside the support the root
+  with the largest imaginary part, outside it the unique real root between the
+  values of ``G`` at the neighbouring edges (``G`` decreases on every gap);
+* the support: edges are real roots of the symbolically factored discriminant
+  (:func:`freeprob.edge_polynomial`), intervals are classified by the density at
+  their midpoints and merged;
+* integrals ``int f(x, mu(x), H(x)) dx`` of SymPy integrands over the support, by the
+  nested midpoint-in-theta rule of :mod:`symtheory.core.quadrature` with an error
+  estimate, and the same integrals in mpmath at any precision (tanh-sinh, roots by
+  ``mpmath.polyroots``) as an independent high-precision path.
+
+Everything model-specific enters through ``P``; see :mod:`symtheory.bsr.model` for a
+declaration.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import mpmath
+import numpy as np
+import sympy as sp
+
+from . import _spectral_nb as nb
+from .codegen import Kernel
+
+
+class SpectralAccuracyWarning(UserWarning):
+    """A spectral integral did not reach the requested tolerance."""
+
+
+@dataclass
+class Support:
+    """Support of a law on the real line: disjoint bulks ``[a, b]``, sorted."""
+
+    bulks: list
+    edges: np.ndarray
+    edge_G: dict = field(default_factory=dict)
+
+    def contains(self, x: float) -> bool:
+        return any(a < x < b for a, b in self.bulks)
+
+
+@dataclass
+class IntegralResult:
+    """Values of several spectral integrals, with error estimates and node counts."""
+
+    values: np.ndarray
+    errors: np.ndarray
+    nodes: int
+    converged: bool
+
+
+class AlgebraicSpectralLaw:
+    """Law whose Stieltjes transform solves ``P(G, z; *params) = 0``.
+
+    Parameters
+    ----------
+    P, G, z:
+        The polynomial and its two variables.
+    params:
+        Parameter symbols, in the order numeric values are passed.
+    edge_poly:
+        Polynomial in ``z`` containing all edges among its real roots (e.g.
+        :func:`freeprob.edge_polynomial`).
+    even:
+        The law is symmetric (``mu(-x) = mu(x)``); only ``x >= 0`` is computed and
+        integrals are doubled.
+    name:
+        Prefix of the generated kernels.
+    """
+
+    def __init__(self, P, G, z, params, edge_poly, *, even=False, name="law"):
+        self.P, self.G, self.z = sp.expand(P), G, z
+        self.params = tuple(params)
+        self.even = even
+        self.name = name
+        poly = sp.Poly(self.P, G, z)
+        K, J = poly.degree(G), poly.degree(z)
+        A = sp.zeros(K + 1, J + 1)
+        for (k, j), coeff in poly.terms():
+            A[k, j] = coeff
+        self.coeff_kernel = Kernel(f"{name}_coeffs", self.params, A,
+                                   doc=f"coefficients A[k, j] of G^k z^j in the polynomial of {name}")
+        if even:
+            w = sp.Symbol("w_")
+            e = sp.expand(edge_poly)
+            if sp.expand(e - e.subs(z, -z)) != 0:
+                raise ValueError("edge polynomial of an even law must be even in z")
+            epoly = sp.Poly(sp.expand(e.subs(z, sp.sqrt(w))), w)
+        else:
+            epoly = sp.Poly(sp.expand(edge_poly), z)
+        self.edge_var_is_square = even
+        coeffs = epoly.all_coeffs()  # highest degree first
+        self.edge_kernel = Kernel(f"{name}_edges", self.params, coeffs,
+                                  doc=f"edge polynomial of {name} (highest degree first)")
+        self._integrand_kernels: dict = {}
+
+    # ------------------------------------------------------------- float path
+    def coefficient_matrix(self, *params) -> np.ndarray:
+        return self.coeff_kernel(*params)
+
+    def _edge_candidates(self, *params) -> np.ndarray:
+        c = self.edge_kernel(*params)
+        nz = np.flatnonzero(c)
+        if nz.size == 0:
+            raise ValueError("edge polynomial vanishes identically at these parameters")
+        c = c[nz[0]:]
+        roots = np.roots(c) if c.size > 1 else np.empty(0)
+        scale = max(np.max(np.abs(roots)), 1e-300) if roots.size else 1.0
+        real = roots[np.abs(roots.imag) <= 1e-6 * (np.abs(roots.real) + 1e-8 * scale)].real
+        # polish on the real axis (Newton on the edge polynomial)
+        dc = np.polyder(c)
+        for _ in range(4):
+            d = np.polyval(dc, real)
+            ok = d != 0
+            real = np.where(ok, real - np.polyval(c, real) / np.where(ok, d, 1.0), real)
+        if self.edge_var_is_square:
+            real = np.sqrt(real[real >= 0])
+        return np.unique(real)
+
+    def support(self, *params) -> Support:
+        """Bulks of the support (for an even law: the bulks with ``x >= 0``; a bulk
+        symmetric about 0 is reported as ``(-b, b)``)."""
+        A = self.coefficient_matrix(*params)
+        cand = self._edge_candidates(*params)
+        if self.even:
+            pts = np.unique(np.concatenate([[0.0], cand[cand > 0]]))
+        else:
+            pts = np.unique(cand)
+        if pts.size < 2:
+            raise ValueError(f"{self.name}: fewer than two edge candidates; cannot locate the support")
+        inside = []
+        for lo, hi in zip(pts[:-1], pts[1:]):
+            g = nb.upper_root(A, 0.5 * (lo + hi))
+            inside.append(g.imag > 1e-9 * max(1.0, abs(g)))
+        bulks = []
+        start = None
+        for (lo, hi), flag in zip(zip(pts[:-1], pts[1:]), inside):
+            if flag and start is None:
+                start = lo
+            if not flag and start is not None:
+                bulks.append((start, lo))
+                start = None
+        if start is not None:
+            bulks.append((start, pts[-1]))
+        if not bulks:
+            raise ValueError(f"{self.name}: no bulk found at parameters {params}")
+        if self.even and bulks[0][0] == 0.0:
+            bulks[0] = (-bulks[0][1], bulks[0][1])
+        edges = np.array(sorted({e for ab in bulks for e in ab}))
+        edge_G = {float(e): float(nb.edge_value(A, e)) for e in edges}
+        if self.even and bulks[0][0] > 0:
+            edge_G[0.0] = 0.0
+        return Support(bulks, edges, edge_G)
+
+    def stieltjes(self, x, *params, support: Support | None = None) -> np.ndarray:
+        """``G(x - i0)`` for real ``x`` (array), inside and outside the support."""
+        A = self.coefficient_matrix(*params)
+        sup = support or self.support(*params)
+        x = np.atleast_1d(np.asarray(x, dtype=float))
+        out = np.empty(x.shape, dtype=complex)
+        for i, xi in enumerate(x):
+            xa = abs(xi) if self.even else xi
+            if sup.contains(xa):
+                g = nb.upper_root(A, xa)
+            else:
+                lo_e, hi_e = self._gap_bounds(xa, sup)
+                g = nb.real_root_between(A, xa, *sorted((lo_e, hi_e))) + 0j
+            if self.even and xi < 0:
+                g = -np.conj(g)  # G(-x - i0) = -conj(G(x - i0)) for an even law
+            out[i] = g
+        return out
+
+    def _gap_bounds(self, x, sup: Support):
+        """Values of G at the ends of the gap containing x (0 at +-infinity)."""
+        keys = sorted(sup.edge_G)
+        left = [e for e in keys if e <= x]
+        right = [e for e in keys if e >= x]
+        g_left = sup.edge_G[left[-1]] if left else 0.0
+        g_right = sup.edge_G[right[0]] if right else 0.0
+        return g_left, g_right
+
+    def density(self, x, *params) -> np.ndarray:
+        return np.maximum(self.stieltjes(x, *params).imag, 0.0) / np.pi
+
+    def hilbert(self, x, *params) -> np.ndarray:
+        """``H(x) = P.V. int mu(t)/(x - t) dt = Re G(x - i0)``."""
+        return self.stieltjes(x, *params).real
+
+    def integrand_kernel(self, key, exprs, x, mu, H) -> Kernel:
+        """Kernel evaluating integrands ``f(x, mu, H; params)`` (cached per key)."""
+        k = self._integrand_kernels.get(key)
+        if k is None:
+            k = Kernel(f"{self.name}_{key}", (x, mu, H) + self.params, list(exprs),
+                       vector_args=(x, mu, H),
+                       doc=f"spectral integrands {key} of {self.name}",
+                       extra_imports=("symtheory.core._spectral_nb",),
+                       extra_source=nb.INTEGRATE_TEMPLATE)
+            self._integrand_kernels[key] = k
+        return k
+
+    def integrate(self, kernel: Kernel, *params, rtol=1e-11, max_level=8,
+                  support: Support | None = None) -> IntegralResult:
+        """``int_R f_i(x, mu(x), H(x)) dx`` for every integrand of ``kernel``.
+
+        Each bulk is split at the real parts of complex branch points lying close
+        to it (near-singularities of ``mu``), and every piece is integrated by the
+        nested tanh-sinh rule, refined until the change between levels of every
+        integral is below ``rtol`` times its magnitude.  The change bounds the
+        error of the coarser level; the returned finer value is more accurate.
+        """
+        A = self.coefficient_matrix(*params)
+        sup = support or self.support(*params)
+        near = self._near_singular_points(*params)
+        pieces = []
+        for a, b in sup.bulks:
+            lo = 0.0 if (self.even and a < 0) else a
+            cuts = [lo] + [p for p in near if lo + 1e-3 * (b - lo) < p < b - 1e-3 * (b - lo)] + [b]
+            pieces += list(zip(cuts[:-1], cuts[1:]))
+        total = np.zeros(kernel.n_out)
+        err = np.zeros(kernel.n_out)
+        nodes, converged = kernel.extra("{name}_integrate")(
+            A, np.asarray(pieces, dtype=float), *map(float, params), float(rtol), int(max_level),
+            total, err)
+        if self.even:
+            total *= 2.0
+            err *= 2.0
+        if not converged:
+            warnings.warn(f"{self.name}: spectral integrals not converged at tanh-sinh level "
+                          f"{max_level}: estimated error {err} (rtol {rtol}) at {params}",
+                          SpectralAccuracyWarning, stacklevel=2)
+        return IntegralResult(total, err, nodes, converged)
+
+    def _near_singular_points(self, *params):
+        """Real parts of complex branch points (off-axis roots of the edge polynomial)."""
+        c = self.edge_kernel(*params)
+        nz = np.flatnonzero(c)
+        if nz.size == 0 or c.size - nz[0] < 2:
+            return []
+        roots = np.roots(c[nz[0]:])
+        cplx = roots[np.abs(roots.imag) > 1e-6 * (np.abs(roots.real) + 1e-300)]
+        if self.edge_var_is_square:
+            cplx = np.sqrt(cplx)                 # principal root: Re >= 0
+        return sorted(float(r.real) for r in cplx)
+
+    def _integrand_values(self, A, kernel, params, x):
+        g = np.empty(x.shape[0], dtype=np.complex128)
+        nb.upper_roots_continued(A, x, g)
+        mu = np.maximum(g.imag, 0.0) / np.pi
+        return kernel.vec(x, mu, g.real, *params)
+
+    # ------------------------------------------------------------- mpmath path
+    def mp_support(self, *params, dps=30) -> list:
+        """Bulks (as ``mpf`` pairs) computed at ``dps`` digits."""
+        with mpmath.workdps(dps):
+            A = self._mp_matrix(params)
+            c = self.edge_kernel.mp(*params)
+            while c and c[0] == 0:
+                c = c[1:]
+            roots = mpmath.polyroots(c, maxsteps=400, extraprec=4 * dps)
+            tol = mpmath.mpf(10) ** (-dps // 2)
+            real = sorted({mpmath.re(r) for r in roots
+                           if abs(mpmath.im(r)) <= tol * (abs(r) + 1)})
+            if self.edge_var_is_square:
+                real = [mpmath.sqrt(r) for r in real if r >= 0]
+            pts = sorted(set(([mpmath.mpf(0)] if self.even else []) + [r for r in real if (r > 0 or not self.even)]))
+            bulks, start = [], None
+            for lo, hi in zip(pts[:-1], pts[1:]):
+                g = self._mp_upper(A, (lo + hi) / 2)
+                flag = mpmath.im(g) > tol
+                if flag and start is None:
+                    start = lo
+                if not flag and start is not None:
+                    bulks.append((start, lo))
+                    start = None
+            if start is not None:
+                bulks.append((start, pts[-1]))
+            if self.even and bulks and bulks[0][0] == 0:
+                bulks[0] = (-bulks[0][1], bulks[0][1])
+            return bulks
+
+    def _mp_matrix(self, params):
+        vals = self.coeff_kernel.mp(*params)
+        K, J = self.coeff_kernel.shape
+        return [vals[k * J:(k + 1) * J] for k in range(K)]
+
+    def _mp_upper(self, A, x, A_float=None):
+        """Upper root at ``x`` in mpmath: Newton from the float64 root, polyroots fallback."""
+        c = []
+        for row in A:
+            acc = mpmath.mpf(0)
+            for a in reversed(row):
+                acc = acc * x + a
+            c.append(acc)
+        while c and c[-1] == 0:
+            c.pop()
+        if A_float is not None:
+            g0 = complex(nb.upper_root(A_float, float(x)))
+            # next to an edge the float root can be real (x rounds onto the edge): start
+            # in the upper half-plane, or Newton on a real polynomial stays real
+            g = mpmath.mpc(g0.real, max(g0.imag, 1e-8 * (abs(g0) + 1e-300)))
+            eps = mpmath.mpf(2) ** (-mpmath.mp.prec + 4)
+            for _ in range(120):
+                p = dp = mpmath.mpc(0)
+                bound = mpmath.mpf(0)
+                ag = abs(g)
+                for ck in reversed(c):
+                    dp = dp * g + p
+                    p = p * g + ck
+                    bound = bound * ag + abs(ck)
+                # backward-error stop: next to an edge (near-double root) the root is
+                # only conditioned to eps/separation and steps stall above eps
+                if abs(p) <= eps * bound:
+                    if mpmath.im(g) > 0:
+                        return g
+                    break
+                if dp == 0:
+                    break
+                step = p / dp
+                g -= step
+                if abs(step) <= eps * abs(g):
+                    if mpmath.im(g) > 0:
+                        return g
+                    break
+        roots = mpmath.polyroots(list(reversed(c)), maxsteps=200, extraprec=2 * mpmath.mp.dps)
+        return max(roots, key=lambda r: mpmath.im(r))
+
+    def mp_integrate(self, kernel: Kernel, *params, dps=30, error=False, which=None):
+        """The integrals of :meth:`integrate` in mpmath (tanh-sinh on each bulk).
+
+        ``which`` restricts the computation to some outputs (others are returned as 0).
+        """
+        with mpmath.workdps(dps):
+            bulks = self.mp_support(*params, dps=dps)
+            A = self._mp_matrix(params)
+            A_float = self.coefficient_matrix(*[float(p) for p in params])
+            near = self._near_singular_points(*[float(p) for p in params])
+            mp_f = kernel.mp
+            cache: dict = {}
+
+            def values(x):
+                if x not in cache:
+                    g = self._mp_upper(A, x, A_float)
+                    mu = max(mpmath.im(g), 0) / mpmath.pi
+                    cache[x] = mp_f(x, mu, mpmath.re(g), *params)
+                return cache[x]
+
+            pieces = []
+            for a, b in bulks:
+                lo = mpmath.mpf(0) if (self.even and a < 0) else a
+                width = b - lo
+                cuts = [lo] + [mpmath.mpf(p) for p in near
+                               if lo + width / 1000 < p < b - width / 1000] + [b]
+                pieces.append(cuts)
+            totals, errs = [], []
+            for i in range(kernel.n_out):
+                tot = mpmath.mpf(0)
+                er = mpmath.mpf(0)
+                if which is not None and i not in which:
+                    totals.append(tot)
+                    errs.append(er)
+                    continue
+                for cuts in pieces:
+                    v, e = mpmath.quad(lambda x: values(x)[i], cuts, error=True)
+                    tot += v
+                    er += e
+                if self.even:
+                    tot, er = 2 * tot, 2 * er
+                totals.append(tot)
+                errs.append(er)
+            return (totals, errs) if error else totals
