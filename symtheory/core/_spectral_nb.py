@@ -234,3 +234,55 @@ def {name}_integrate(A, pieces, {params}, rtol, max_level, total, err):
         all_ok = all_ok and ok
     return used, all_ok
 '''
+
+
+@numba.njit(cache=True)
+def _density_on(A, x):
+    g = np.empty(x.shape[0], dtype=np.complex128)
+    upper_roots_continued(A, x, g)
+    return np.maximum(g.imag, 0.0) / np.pi
+
+
+@numba.njit(cache=True)
+def _log_integral(A, a, b, x0, level):
+    """int_a^b mu(y) log|x0 - y| dy (x0 outside (a, b) or at an end)."""
+    y, w = tanh_sinh(a, b, level, False)
+    mu = _density_on(A, y)
+    s = 0.0
+    for i in range(y.shape[0]):
+        d = abs(x0 - y[i])
+        if d > 0.0:
+            s += w[i] * mu[i] * np.log(d)
+    return s * 2.0 ** (-level)
+
+
+@numba.njit(cache=True)
+def log_energy(A, bulks, level):
+    """(Sigma, int mu log|x|) for a law supported on the pieces (rows (a, b), on R;
+    the caller cuts them at 0 and at near-singular points).
+
+    Sigma = int int mu(x) mu(y) log|x - y| dx dy: outer tanh-sinh over x; the inner
+    potential U(x) = int mu(y) log|x - y| dy is split at y = x inside x's own bulk,
+    so every log singularity sits at an end of a tanh-sinh interval.
+    """
+    sigma = 0.0
+    logx = 0.0
+    for p in range(bulks.shape[0]):
+        a, b = bulks[p, 0], bulks[p, 1]
+        x, w = tanh_sinh(a, b, level, False)
+        mu = _density_on(A, x)
+        for k in range(x.shape[0]):
+            if mu[k] == 0.0:
+                continue
+            U = 0.0
+            for q in range(bulks.shape[0]):
+                c, d = bulks[q, 0], bulks[q, 1]
+                if q == p:  # split at the log singularity y = x
+                    U += _log_integral(A, c, x[k], x[k], level)
+                    U += _log_integral(A, x[k], d, x[k], level)
+                else:
+                    U += _log_integral(A, c, d, x[k], level)
+            sigma += w[k] * mu[k] * U
+        # int mu log|x| over this piece (pieces are cut at 0 by the caller)
+        logx += _log_integral(A, a, b, 0.0, level)
+    return sigma * 2.0 ** (-level), logx

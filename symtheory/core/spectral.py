@@ -208,7 +208,7 @@ class AlgebraicSpectralLaw:
         return k
 
     def integrate(self, kernel: Kernel, *params, rtol=1e-11, max_level=8,
-                  support: Support | None = None) -> IntegralResult:
+                  support: Support | None = None, warn: bool = True) -> IntegralResult:
         """``int_R f_i(x, mu(x), H(x)) dx`` for every integrand of ``kernel``.
 
         Each bulk is split at the real parts of complex branch points lying close
@@ -219,12 +219,7 @@ class AlgebraicSpectralLaw:
         """
         A = self.coefficient_matrix(*params)
         sup = support or self.support(*params)
-        near = self._near_singular_points(*params)
-        pieces = []
-        for a, b in sup.bulks:
-            lo = 0.0 if (self.even and a < 0) else a
-            cuts = [lo] + [p for p in near if lo + 1e-3 * (b - lo) < p < b - 1e-3 * (b - lo)] + [b]
-            pieces += list(zip(cuts[:-1], cuts[1:]))
+        pieces = self.pieces(*params, support=sup, half=self.even)
         total = np.zeros(kernel.n_out)
         err = np.zeros(kernel.n_out)
         nodes, converged = kernel.extra("{name}_integrate")(
@@ -233,29 +228,65 @@ class AlgebraicSpectralLaw:
         if self.even:
             total *= 2.0
             err *= 2.0
-        if not converged:
+        if not converged and warn:
             warnings.warn(f"{self.name}: spectral integrals not converged at tanh-sinh level "
                           f"{max_level}: estimated error {err} (rtol {rtol}) at {params}",
                           SpectralAccuracyWarning, stacklevel=2)
         return IntegralResult(total, err, nodes, converged)
 
+    def pieces(self, *params, support: Support | None = None, half: bool = False):
+        """Integration pieces: bulks cut at 0 and at the real parts of nearby complex
+        branch points.  ``half`` (even laws) keeps ``x >= 0``; otherwise the whole line."""
+        sup = support or self.support(*params)
+        near = self._near_singular_points(*params)
+        if self.even:
+            near = sorted(set(near + [-p for p in near] + [0.0]))
+        bulks = []
+        for a, b in sup.bulks:
+            bulks.append((a, b))
+            if self.even and a > 0 and not half:
+                bulks.append((-b, -a))
+        out = []
+        for a, b in sorted(bulks):
+            if half and a < 0:
+                a = 0.0
+            w = b - a
+            cuts = [a] + [p for p in near if a + 1e-3 * w < p < b - 1e-3 * w] + [b]
+            out += list(zip(cuts[:-1], cuts[1:]))
+        return np.asarray(out, dtype=float)
+
     def _near_singular_points(self, *params):
-        """Real parts of complex branch points (off-axis roots of the edge polynomial)."""
+        """Real parts of all branch points (roots of the edge polynomial, real or not).
+
+        Those falling inside a bulk are near-singularities of the density (a complex
+        pair close to the axis, or a cusp where two bulks almost merge); cutting the
+        bulk there keeps each piece's integrand analytic up to its ends.
+        """
         c = self.edge_kernel(*params)
         nz = np.flatnonzero(c)
         if nz.size == 0 or c.size - nz[0] < 2:
             return []
-        roots = np.roots(c[nz[0]:])
-        cplx = roots[np.abs(roots.imag) > 1e-6 * (np.abs(roots.real) + 1e-300)]
+        roots = np.roots(c[nz[0]:]).astype(complex)
         if self.edge_var_is_square:
-            cplx = np.sqrt(cplx)                 # principal root: Re >= 0
-        return sorted(float(r.real) for r in cplx)
+            roots = np.sqrt(roots)                 # principal root: Re >= 0
+        return sorted({float(r.real) for r in roots})
 
     def _integrand_values(self, A, kernel, params, x):
         g = np.empty(x.shape[0], dtype=np.complex128)
         nb.upper_roots_continued(A, x, g)
         mu = np.maximum(g.imag, 0.0) / np.pi
         return kernel.vec(x, mu, g.real, *params)
+
+    def log_energy(self, *params, level=5, support: Support | None = None):
+        """Logarithmic energy ``Sigma = int int mu(x) mu(y) log|x - y|`` and
+        ``int mu(x) log|x| dx``, each with an error estimate (levels ``level-1`` vs
+        ``level`` of the nested tanh-sinh rule).  Returns ``((Sigma, err), (L, err))``.
+        """
+        A = self.coefficient_matrix(*params)
+        bulks = self.pieces(*params, support=support)
+        s1, l1 = nb.log_energy(A, bulks, level - 1)
+        s2, l2 = nb.log_energy(A, bulks, level)
+        return (s2, abs(s2 - s1)), (l2, abs(l2 - l1))
 
     # ------------------------------------------------------------- mpmath path
     def mp_support(self, *params, dps=30) -> list:
