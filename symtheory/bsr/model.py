@@ -1,0 +1,190 @@
+"""Bilinear sequence regression (BSR), declared symbolically.
+
+Erba, Troiani, Biggio, Maillard, Zdeborova, *Bilinear Sequence Regression*,
+arXiv:2410.18858 (PRX 2025); rectangular RIE: Troiani et al., arXiv:2203.07752.
+Specification: ``shared/theory/bsr.md`` (section numbers below refer to it).
+
+Model (bsr.md 1): ``y = Tr[X S*]/sqrt(d L) + sqrt(Delta) xi``, ``S* = U V^T/sqrt(r)``,
+``beta = L/d >= 1``, ``rho = r/d``, ``alpha = n/(d L)``.  Everything below is *derived*
+by SymPy from these inputs:
+
+* the theorem used: Silverstein's equation (:func:`freeprob.sample_covariance`);
+* the model's random-matrix structure: rows of ``S* + sqrt(D) Z`` are Gaussian with
+  covariance ``V V^T/r + D I_L`` (bsr.md 4.2), and ``V V^T/r`` is itself a sample
+  covariance of a point mass;
+* the rectangular RIE denoiser ``xi(x) = x - (2D/sqrt(beta)) [(beta-1)/(2x) + H(x)]``
+  and the Nishimori form ``mmse = 1 - beta^(-1/2) int xi^2 mu`` (bsr.md 3.2);
+* the degrees-of-freedom count ``r(d + L - r)`` of a rank-r matrix (bsr.md 7);
+* the Gaussian prior (overlap map from its log-partition, :mod:`core.priors`).
+
+Symbols: ``t = sqrt(beta)`` (keeps every relation polynomial), ``rho``, ``D`` (the
+effective noise ``Delta_eff``), ``alpha``, ``delta``, ``v = 1 - q``.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from ..core import freeprob, functionals, priors
+from ..core.derive import cached_derivation
+
+t, rho, D = sp.symbols("t rho D", positive=True)
+alpha, delta = sp.symbols("alpha delta", nonnegative=True)
+v = sp.Symbol("v", positive=True)       # 1 - q, the MMSE
+h = sp.Symbol("h", positive=True)       # low-rank effective SNR
+alpha_lr = sp.Symbol("alpha_lr", nonnegative=True)
+x, mu, H = sp.symbols("x mu H", real=True)
+LAW_PARAMS = (t, rho, D)
+
+
+@cached_derivation(freeprob)
+def observation_law():
+    """Law of the symmetrized singular values of ``(S* + sqrt(D) Z)/(dL)^(1/4)`` (bsr.md 4).
+
+    Returns a dict with the Wishart quadratic of ``V V^T/r``, the quartic ``P(m, w)``
+    for the Gram matrix, the symmetrized ``P(G, z)`` and its edge polynomial.
+    """
+    phi = sp.Symbol("phi", positive=True)
+    # V V^T / r: L x L, r = phi L rank-one terms of weight 1/r = (1/phi)/L
+    wishart = freeprob.sample_covariance(freeprob.point_mass(1), ratio=phi, scale=1 / phi,
+                                         params=(phi,))
+    kappa = wishart.subs({phi: rho / t**2})  # phi = r/L = rho/beta
+    # Gram Y Y^T (d x d): L columns, population V V^T/r + D, weight 1/sqrt(dL) = (1/t)/d
+    gram = freeprob.sample_covariance(freeprob.shift(kappa, D), ratio=t**2, scale=1 / t,
+                                      params=LAW_PARAMS)
+    P, G, z = freeprob.symmetrized_singular_law(gram)
+    edges = freeprob.edge_polynomial(P, G, z)
+    return {"wishart": wishart, "gram": gram, "P": P, "G": G, "z": z, "edges": edges}
+
+
+def rie_denoiser():
+    """Optimal singular-value map ``xi(x)`` of the rectangular RIE (bsr.md 5.1)."""
+    return x - 2 * D / t * ((t**2 - 1) / (2 * x) + H)
+
+
+@cached_derivation(freeprob, functionals)
+def rie_mmse():
+    """``mmse_RIE(beta, rho, D) = 1 - beta^(-1/2) int xi(x)^2 mu(x) dx`` reduced by the
+    spectral identities (bsr.md 3.2).  Returns ``(expr, {I_symbol: integrand})``."""
+    law = observation_law()
+    moments = freeprob.large_z_moments(law["P"], law["G"], law["z"], 2)
+    xi = rie_denoiser()
+    reduced, remaining = functionals.reduce_integral(mu * xi**2, x, mu, H, moments=moments,
+                                                     even=True)
+    expr = sp.expand(1 - reduced / t)
+    return sp.collect(expr, list(remaining)), remaining
+
+
+def alpha_pr_formula():
+    """Perfect-recovery threshold from the dimension of the rank-r manifold (bsr.md 7).
+
+    ``r(d + L - r)`` degrees of freedom over ``d L`` measurements per unit alpha,
+    with ``r = rho d``, ``L = beta d``; valid for ``rho <= 1`` (else 1).
+    """
+    d = sp.Symbol("d", positive=True)
+    r, L = rho * d, t**2 * d
+    return sp.simplify(r * (d + L - r) / (d * L))
+
+
+@cached_derivation()
+def ridge_mse():
+    """Bayes-optimal ridge (lambda = Delta) on vectorized tokens (bsr.md 8).
+
+    Derived from its fixed point ``m = F(alpha/(Delta + m))`` with the Gaussian prior's
+    overlap map ``F(qhat) = qhat/(1+qhat)`` (error ``1 - F``); the non-negative root.
+    """
+    m = sp.Symbol("m", positive=True)
+    F = priors.gaussian_overlap_map(alpha / (delta + m))
+    sols = sp.solve(sp.Eq(m, 1 - F), m)
+    # the physical branch is positive for delta > 0 (check at a sample point)
+    pick = [s for s in sols if s.subs({alpha: sp.Rational(1, 2), delta: sp.Rational(1, 10)}).evalf() > 0]
+    if len(pick) != 1:
+        raise RuntimeError("ridge fixed point: could not isolate the physical root")
+    return sp.simplify(pick[0])
+
+
+@cached_derivation(freeprob)
+def beta_infinity():
+    """beta -> infinity limit (bsr.md 9), derived from the finite-beta law.
+
+    With ``w = t u`` and ``m = m~/t`` the Gram matrix becomes ``Y Y^T/sqrt(beta) ->
+    U U^T/r + D``; the leading order of the quartic in ``t`` is the relation of
+    ``m~(u) = E[1/(kappa + D - u)]``.  Each column of ``S*`` is then a Gaussian
+    linear-estimation problem with covariance ``U U^T/r``, whose MMSE is
+    ``E[D kappa/(kappa + D)] = D - D^2 m~(0)``.
+
+    Returns a dict with the limiting relation, ``mmse_inf(D)`` and the noiseless
+    closed form of ``1 - q`` (below ``min(rho, 1)``).
+    """
+    law = observation_law()
+    m, w = law["gram"].s, law["gram"].u
+    mt, u = sp.symbols("mt u")
+    expr = sp.expand(sp.numer(sp.together(law["gram"].poly.subs({m: mt / t, w: t * u}))))
+    poly_t = sp.Poly(expr, t)
+    lead = sp.factor(poly_t.coeffs()[0])
+    _, factors = sp.factor_list(lead)
+    rel = [f for f, _ in factors if f.has(mt) and f.has(u)]
+    if len(rel) != 1:
+        raise RuntimeError("beta->infinity: ambiguous limiting relation")
+    rel = sp.expand(rel[0])
+    roots = sp.solve(rel, mt)
+    # physical branch: m~(u) -> 0 as u -> -infinity
+    phys = [r for r in roots if sp.limit(r.subs({rho: sp.Rational(1, 3), D: sp.Rational(1, 2)}),
+                                          u, -sp.oo) == 0]
+    if len(phys) != 1:
+        raise RuntimeError("beta->infinity: could not select the Stieltjes branch")
+    m0 = sp.simplify(phys[0].subs(u, 0))
+    mmse_inf = sp.simplify(D - D**2 * m0)
+    # noiseless fixed point v = mmse_inf(v/alpha)
+    sols = sp.solve(sp.Eq(v, mmse_inf.subs(D, v / alpha)), v)
+    noiseless = [sp.factor(s) for s in sols if s != 0]
+    return {"relation": rel, "m0": m0, "mmse": mmse_inf, "noiseless": noiseless}
+
+
+@cached_derivation(priors)
+def low_rank():
+    """Low-rank limit r = O(1) (bsr.md 10), in units ``alpha_lr = n/(r(d+L))``.
+
+    Spiked rectangular model with Gaussian factors: ``qhat_u = h(1+beta) q_v``,
+    ``qhat_v = h(1+beta)/beta q_u``, ``q_{u,v} = F(qhat_{u,v})`` with the prior's overlap
+    map, ``h = alpha_lr/(Delta + 1 - q)``, ``q = q_u q_v``.  Returns the nontrivial
+    ``q(h)``, the weak-recovery threshold and the beta -> infinity closed form.
+    """
+    qu, qv = sp.symbols("q_u q_v", positive=True)
+    beta = t**2
+    a = h * (1 + beta)
+    F = priors.gaussian_overlap_map
+    sols = sp.solve([sp.Eq(qu, F(a * qv)), sp.Eq(qv, F(a / beta * qu))], [qu, qv], dict=True)
+    nontrivial = [s for s in sols if s[qu] != 0]
+    if len(nontrivial) != 1:
+        raise RuntimeError("low-rank SE: expected one nontrivial solution")
+    q_of_h = sp.factor(nontrivial[0][qu] * nontrivial[0][qv])
+    # weak recovery: the nontrivial branch emerges from q = 0 where q(h(q=0)) = 0
+    h0 = sp.solve(sp.numer(sp.factor(nontrivial[0][qu])), h)
+    h_weak = [s for s in h0 if s.is_positive or s.subs(t, 2).evalf() > 0]
+    alpha_weak = sp.simplify(h_weak[0] * (1 + delta))  # h(0) = alpha_lr/(1 + Delta)
+    # beta -> infinity: q(h) -> limit, then solve q = q_inf(alpha_lr/(Delta + 1 - q))
+    # noiseless strong threshold: 1 - q(h) ~ c/h as h -> oo, and h = alpha_lr/(1 - q)
+    alpha_strong = sp.limit(h * (1 - q_of_h), h, sp.oo)
+    q_inf = sp.limit(q_of_h, t, sp.oo)
+    qq = sp.Symbol("q", positive=True)
+    fps = sp.solve(sp.Eq(qq, q_inf.subs(h, alpha_lr / (delta + 1 - qq))), qq)
+    # the overlap is the root in [0, 1] (check at a sample point)
+    sample = {alpha_lr: sp.Rational(1, 2), delta: sp.Rational(1, 10)}
+    phys = [r for r in fps if 0 <= r.subs(sample).evalf() <= 1]
+    if len(phys) != 1:
+        raise RuntimeError("low-rank beta -> infinity: could not select the overlap root")
+    return {"q_of_h": q_of_h, "v_of_h": sp.factor(1 - q_of_h), "q_u": nontrivial[0][qu], "q_v": nontrivial[0][qv],
+            "alpha_weak": alpha_weak, "alpha_strong": alpha_strong, "q_inf_of_h": q_inf,
+            "q_beta_inf": sp.simplify(phys[0])}
+
+
+def free_entropy_expr():
+    """Replica free entropy restricted to ``qhat(q) = alpha/(Delta + 1 - q)`` (bsr.md 12).
+
+    ``f = (alpha-1)/2 log qhat - qhat Delta/2 - Sigma(mu)/beta - (beta-1)/beta int mu log|x|``
+    with ``mu`` at noise ``D = 1/qhat`` (q-independent constants dropped, as in the
+    paper's figure).  Returns ``(f, (Sigma, L, qhat))`` with ``Sigma``/``L`` symbols.
+    """
+    Sigma, Lg, qhat = sp.symbols("Sigma L_log qhat")
+    f = (alpha - 1) / 2 * sp.log(qhat) - qhat * delta / 2 - Sigma / t**2 - (t**2 - 1) / t**2 * Lg
+    return f, (Sigma, Lg, qhat)

@@ -1,0 +1,33 @@
+"""Figures for BSR results (matplotlib, file output only)."""
+from __future__ import annotations
+
+import math
+
+
+def plot_bo_curve(table, path) -> None:
+    """BO error 1-q and the ridge baseline vs alpha, alpha_PR marked (bsr.md 3, 7, 8)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    meta = table.meta
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    ax.plot(table["alpha"], table["mmse"], lw=2, label="Bayes-optimal $1-q$")
+    ax.plot(table["alpha"], table["ridge_mse"], ls="--", color="gray",
+            label=r"ridge on vectorized tokens ($\lambda=\Delta$)")
+    apr = float(table["alpha_pr"][0])
+    if meta.get("delta", 0) == 0:
+        ax.axvline(apr, color="C3", ls=":", label=rf"$\alpha_{{PR}}={apr:.4g}$")
+    beta = meta.get("beta")
+    beta_s = r"\infty" if beta is not None and math.isinf(beta) else f"{beta:g}"
+    ax.set_title(rf"BSR: $\beta={beta_s}$, $\rho={meta.get('rho'):g}$, "
+                 rf"$\Delta={meta.get('delta'):g}$")
+    ax.set_xlabel(r"$\alpha = n/(dL)$")
+    ax.set_ylabel(r"error on $S^*$ (test error $-\,\Delta$)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
