@@ -1,0 +1,18 @@
+"""Shared test configuration.
+
+Hypothesis: no deadline (first calls load or compile kernels), a modest number of
+examples so the default run stays within its time budget; the ``ci`` profile is
+derandomized for reproducible CI logs.
+"""
+import os
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("default", deadline=None, max_examples=25,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", parent=settings.get_profile("default"), derandomize=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+#: reference data from the papers' public code (vendored copy, see reference/README.md)
+REFERENCE = Path(os.environ.get("SYMTHEORY_REFERENCE", Path(__file__).resolve().parent / "reference"))
