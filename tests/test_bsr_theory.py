@@ -60,9 +60,10 @@ def test_every_reference_row_through_the_cli(capsys):
                      repr(delta), "--quiet", "--alpha", *alphas]) == 0
         out = capsys.readouterr().out.strip().splitlines()
         header = out[0].split(",")
-        col = header.index("mmse")
+        col, col_r = header.index("mmse"), header.index("ridge_mse")
         for r, line in zip(rs, out[1:]):
             mine = float(line.split(",")[col])
+            assert abs(float(line.split(",")[col_r]) - r["ridge"]) < 1e-12
             reason = known_bad(r, bsr.alpha_pr(beta, rho))
             if reason:
                 n_bad += 1
@@ -280,3 +281,50 @@ def test_free_entropy_reference_values():
         val, err = free_entropy(q, float(row["alpha"]), 2.0, 0.5)
         assert err < 1e-8
         assert abs(val - float(row["fe"])) < 2e-3
+
+
+# ----------------------------------------------------------------- generated kernels vs mpmath
+KERNEL_ARG_RANGES = {"t": (1.0, 3.0), "rho": (0.05, 2.0), "D": (0.01, 5.0), "alpha": (0.01, 2.0),
+                     "delta": (0.0, 1.0), "h": (0.1, 5.0), "alpha_lr": (0.01, 2.0),
+                     "x": (0.1, 4.0), "H": (-2.0, 2.0), "mu": (0.0, 1.0)}
+
+
+def _bsr_kernels():
+    th = bsr.theory()
+    free_entropy(0.5, 0.5, 2.0, 0.5)               # builds its kernel
+    rie_denoise(np.eye(4, 6) * 3.0, 0.5, 0.5)      # builds the RIE kernel
+    return sorted(th.kernels.kernels.values(), key=lambda k: k.name)
+
+
+@settings(max_examples=15)
+@given(st.data())
+def test_every_bsr_kernel_equals_its_mpmath_evaluation(data):
+    """Each generated float64 kernel vs the same SymPy expressions in mpmath (30 digits).
+
+    Tolerance 1e-11 relative (plus 1e-13 absolute): the kernels are O(100) float
+    operations on O(1) inputs; cancellation in the quartic's coefficients (e.g.
+    (t^2 - 1)^2 expanded) costs at most a few digits."""
+    for k in _bsr_kernels():
+        args = []
+        for a in k.args:
+            name = str(a)
+            lo, hi = KERNEL_ARG_RANGES.get(name, (0.1, 2.0))
+            args.append(data.draw(st.floats(lo, hi), label=f"{k.name}:{name}"))
+        got = np.ravel(k(*args))
+        ref = np.array([float(v) for v in k.mp(*args, dps=30)])
+        np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-13, err_msg=k.name)
+
+
+def test_small_alpha_learns_linearly():
+    """alpha -> 0: D_eff -> infinity and mmse_RIE ~ 1 - c/D_eff, hence q ~ c alpha.
+
+    Finite beta: c = 1 (bsr.md 3.4).  beta = inf: c = lim D (1 - mmse_inf(D)) derived
+    from the closed form, = E[kappa^2] = 1 + 1/rho (the column space is known exactly in
+    that limit, so even the high-noise regime gains from the low rank)."""
+    c_inf = sp.limit(M.D * (1 - M.beta_infinity()["mmse"]), M.D, sp.oo)
+    assert sp.simplify(c_inf - (1 + 1 / M.rho)) == 0
+    for beta, rho in ((1.0, 0.2), (2.0, 0.5), (math.inf, 0.5)):
+        c = float(c_inf.subs(M.rho, rho)) if math.isinf(beta) else 1.0
+        for a in (1e-4, 1e-3):
+            q = bsr.bo_point(a, beta, rho, 0.0).q
+            assert q == pytest.approx(c * a, rel=0.05)

@@ -85,8 +85,10 @@ class AlgebraicSpectralLaw:
         poly = sp.Poly(self.P, G, z)
         K, J = poly.degree(G), poly.degree(z)
         A = sp.zeros(K + 1, J + 1)
+        # factored coefficients keep structural zeros exact (e.g. (t**2 - 1)**4 at t = 1);
+        # expanded forms cancel catastrophically near such parameters
         for (k, j), coeff in poly.terms():
-            A[k, j] = coeff
+            A[k, j] = sp.factor(coeff)
         self.coeff_kernel = Kernel(f"{name}_coeffs", self.params, A,
                                    doc=f"coefficients A[k, j] of G^k z^j in the polynomial of {name}")
         if even:
@@ -98,7 +100,7 @@ class AlgebraicSpectralLaw:
         else:
             epoly = sp.Poly(sp.expand(edge_poly), z)
         self.edge_var_is_square = even
-        coeffs = epoly.all_coeffs()  # highest degree first
+        coeffs = [sp.factor(c) for c in epoly.all_coeffs()]  # highest degree first
         self.edge_kernel = Kernel(f"{name}_edges", self.params, coeffs,
                                   doc=f"edge polynomial of {name} (highest degree first)")
         self._integrand_kernels: dict = {}
