@@ -188,3 +188,59 @@ def free_entropy_expr():
     Sigma, Lg, qhat = sp.symbols("Sigma L_log qhat")
     f = (alpha - 1) / 2 * sp.log(qhat) - qhat * delta / 2 - Sigma / t**2 - (t**2 - 1) / t**2 * Lg
     return f, (Sigma, Lg, qhat)
+
+
+lam = sp.Symbol("lam", positive=True)
+
+
+@cached_derivation(freeprob)
+def ridge_general():
+    """Ridge with any penalty ``lam`` on vectorized tokens (bsr.md 8), derived.
+
+    ``w = (Phi^T Phi + lam)^(-1) Phi^T y`` with ``Phi`` (n x p) of i.i.d. N(0, 1/p)
+    entries, ``n/p = alpha``, ``w*`` i.i.d. N(0, 1):
+    ``E|w - w*|^2/p = lam^2 m'(-lam) + Delta (m(-lam) - lam m'(-lam))``, ``m`` the
+    Stieltjes transform of ``Phi^T Phi`` -- a sample covariance of a point mass with
+    ratio alpha (Marchenko-Pastur, from :func:`freeprob.sample_covariance`).
+    """
+    mp = freeprob.sample_covariance(freeprob.point_mass(1), ratio=alpha, scale=1,
+                                    params=(alpha,))
+    m, u = mp.s, mp.u
+    roots = sp.solve(mp.poly, m)
+    # Stieltjes branch: m(u) ~ -1/u as u -> -infinity (positive for u < 0)
+    sample = {alpha: sp.Rational(1, 3)}
+    phys = [r for r in roots if sp.limit(r.subs(sample) * u, u, -sp.oo) == -1]
+    if len(phys) != 1:
+        raise RuntimeError("ridge: could not select the Marchenko-Pastur branch")
+    m_u = phys[0]
+    m0 = m_u.subs(u, -lam)
+    m1 = sp.diff(m_u, u).subs(u, -lam)
+    err = lam**2 * m1 + delta * (m0 - lam * m1)
+    return sp.simplify(err)
+
+
+def mnne_threshold_definition():
+    """Donoho-Gavish-Montanari minimax threshold of nuclear-norm minimization (bsr.md 11.2).
+
+    With ``b = 1/beta``, ``gamma = b(1-rho)/(1-rho b)``, ``p_gamma`` the Marchenko-Pastur
+    density on ``[(1-sqrt gamma)^2, (1+sqrt gamma)^2]`` and
+    ``M(lam) = rho + b rho - b rho^2 + (1 - rho b)[rho lam^2 + (1-rho) int_{t >= lam^2}
+    (sqrt t - lam)^2 p_gamma(t) dt]``, ``alpha_MNNE = min_lam M``.  Returns the pieces:
+    the outer expression in ``I = int (sqrt t - lam)^2 p`` and its lam-derivative
+    (Leibniz; the boundary term vanishes), the integrand and its lam-derivative, and
+    the support ends.
+    """
+    tt = sp.Symbol("tt", positive=True)
+    b = 1 / t**2
+    gamma = b * (1 - rho) / (1 - rho * b)
+    g_lo, g_hi = (1 - sp.sqrt(gamma)) ** 2, (1 + sp.sqrt(gamma)) ** 2
+    density = sp.sqrt((g_hi - tt) * (tt - g_lo)) / (2 * sp.pi * gamma * tt)
+    integrand = (sp.sqrt(tt) - lam) ** 2 * density
+    I, dI = sp.symbols("I dI")
+    M_expr = rho + b * rho - b * rho**2 + (1 - rho * b) * (rho * lam**2 + (1 - rho) * I)
+    # d/dlam of int_{lam^2}^{g_hi} integrand dt: boundary term integrand(lam^2) * 2 lam = 0
+    assert sp.simplify(integrand.subs(tt, lam**2)) == 0
+    dM_expr = sp.diff(M_expr, lam) + sp.diff(M_expr, I) * dI
+    return {"M": M_expr, "dM": dM_expr, "I": I, "dI": dI, "integrand": integrand,
+            "d_integrand": sp.diff(integrand, lam), "t": tt, "lo": g_lo, "hi": g_hi,
+            "gamma": gamma}

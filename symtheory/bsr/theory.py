@@ -18,6 +18,7 @@ import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import sympy as sp
 
 from ..core import validate
 from ..core.codegen import Kernel, KernelSet
@@ -370,13 +371,15 @@ def free_entropy(q, alpha, beta, rho, delta=0.0, *, level=5) -> tuple[float, flo
 
 
 # --------------------------------------------------------------------- RIE denoiser
-def rie_denoise(R, D, rho):
+def rie_denoise(R, D, rho, *, divergence: bool = False):
     """Rectangular RIE estimate of ``S*`` from ``R = S* + sqrt(D) Z`` (bsr.md 5.1).
 
     ``R`` is ``d x L`` (either orientation; ``rho = r/min(d, L)``).  Singular values
     ``sigma`` of ``Y = R/(dL)^(1/4)`` are mapped by the generated kernel of
     ``xi(x) = x - (2D/sqrt(beta)) [(beta-1)/(2x) + H(x)]``, with ``H`` the Hilbert
     transform of the asymptotic law at noise ``D`` (also outside its support).
+    With ``divergence=True`` also returns ``sum_ij d Shat_ij / d R_ij`` (exact, from
+    the spectral-estimator formula and ``xi'``; ``D div/(dL) -> mmse_RIE``).
     """
     R = np.asarray(R, dtype=float)
     if R.ndim != 2:
@@ -391,19 +394,34 @@ def rie_denoise(R, D, rho):
     beta = L / d
     scale = (d * L) ** 0.25
     U, s, Vt = np.linalg.svd(X / scale, full_matrices=False)
-    xi = rie_singular_values(s, beta, rho, D)
+    xi, dxi = rie_singular_values(s, beta, rho, D, derivative=True)
     S = scale * (U * xi) @ Vt
-    return S.T if transposed else S
+    S = S.T if transposed else S
+    if not divergence:
+        return S
+    from ..core.matrix_denoising import spectral_divergence
+
+    # F(R) has singular map f(sigma_R) = scale xi(sigma_R/scale), f' = xi'
+    div = spectral_divergence(scale * s, scale * xi, dxi, d, L)
+    return S, div
 
 
-def rie_singular_values(sigma, beta, rho, D):
-    """The RIE map ``xi(sigma)`` on singular values of ``Y`` (``beta >= 1``)."""
+def rie_singular_values(sigma, beta, rho, D, *, derivative: bool = False):
+    """The RIE map ``xi(sigma)`` on singular values of ``Y`` (``beta >= 1``), and
+    optionally ``xi'(sigma) = d xi/dx + d xi/dH H'(sigma)`` (derived symbolically;
+    ``H' = Re G'`` by implicit differentiation of the law's polynomial)."""
     th = theory()
     if not hasattr(th, "rie_kernel"):
+        xi = M.rie_denoiser()
         th.rie_kernel = th.kernels.add(
-            Kernel("bsr_rie_xi", (M.x, M.H, M.t, M.D), [M.rie_denoiser()], vector_args=(M.x, M.H),
-                   doc="rectangular RIE singular-value map"))
+            Kernel("bsr_rie_xi", (M.x, M.H, M.t, M.D), [xi, sp.diff(xi, M.x), sp.diff(xi, M.H)],
+                   vector_args=(M.x, M.H), doc="rectangular RIE singular-value map and partials"))
     t = math.sqrt(beta)
     sigma = np.asarray(sigma, dtype=float)
-    H = th.law.hilbert(sigma, t, rho, D)
-    return th.rie_kernel.vec(sigma, H, t, D)[:, 0]
+    sup = th.law.support(t, rho, D)
+    G = th.law.stieltjes(sigma, t, rho, D, support=sup)
+    out = th.rie_kernel.vec(sigma, G.real, t, D)
+    if not derivative:
+        return out[:, 0]
+    Hp = th.law.stieltjes_derivative(sigma, t, rho, D, G=G).real
+    return out[:, 0], out[:, 1] + out[:, 2] * Hp

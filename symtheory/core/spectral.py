@@ -190,6 +190,23 @@ class AlgebraicSpectralLaw:
         g_right = sup.edge_G[right[0]] if right else 0.0
         return g_left, g_right
 
+    def stieltjes_derivative(self, x, *params, G=None, support: Support | None = None):
+        """``G'(x - i0) = -P_z/P_G`` at the root (implicit differentiation of ``P``)."""
+        A = self.coefficient_matrix(*params)
+        x = np.atleast_1d(np.asarray(x, dtype=float))
+        if G is None:
+            G = self.stieltjes(x, *params, support=support)
+        K, J = A.shape
+        k = np.arange(K)[:, None]
+        j = np.arange(J)[None, :]
+        Gp = G[:, None, None] ** np.maximum(k - 1, 0)[None]
+        Gk = G[:, None, None] ** k[None]
+        xp = x[:, None, None] ** np.maximum(j - 1, 0)[None]
+        xj = x[:, None, None] ** j[None]
+        P_G = np.sum(A[None] * k[None] * Gp * xj, axis=(1, 2))
+        P_z = np.sum(A[None] * j[None] * Gk * xp, axis=(1, 2))
+        return -P_z / P_G
+
     def density(self, x, *params) -> np.ndarray:
         return np.maximum(self.stieltjes(x, *params).imag, 0.0) / np.pi
 
