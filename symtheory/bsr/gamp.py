@@ -26,7 +26,7 @@ def channel():
 
 
 def gamp_rie(data: BSRData, *, damping: float = 0.0, a_estimator: str = "derivative",
-             onsager: str = "empirical", max_iter: int = 100, tol: float = 1e-10,
+             onsager: str = "empirical", max_iter: int = 100, tol: float = 1e-8,
              restore_best: bool = True, progress: bool = False) -> GampResult:
     """GAMP-RIE on a BSR instance; trace columns ``mse, variance, se_variance, A``.
 
