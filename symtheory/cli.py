@@ -4,6 +4,7 @@ Examples::
 
     symtheory bsr theory --alpha-grid 0 1 101 --beta 2 --rho 0.5 --delta 0 --out results/bsr --plot
     symtheory bsr theory --alpha 0.3 --beta inf --rho 0.5 --precision 30
+    symtheory smi se --model attention --depth 2 --seq-len 2 --skip 1.0 --alpha 0.4 0.6
     symtheory cache info
 """
 from __future__ import annotations
@@ -37,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .bsr.cli import register as register_bsr
 
     register_bsr(sub)
+
+    from .smi.cli import register as register_smi
+
+    register_smi(sub)
 
     c = sub.add_parser("cache", help="the generated-kernel cache")
     c.add_argument("action", choices=("info", "clear"))
