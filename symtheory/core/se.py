@@ -166,6 +166,7 @@ class StateEvolution:
                              "regularized (mismatched) channel breaks; use estimator='square'")
         self.estimator = estimator
         self.evaluations = 0
+        self.psd_projections = 0
 
     # ------------------------------------------------------------------ map
     def _check_Q(self, Q):
@@ -238,9 +239,24 @@ class StateEvolution:
         return target / Qhat1[a, b], target * se1[a, b] / Qhat1[a, b] ** 2
 
     def step(self, Q):
-        Qhat, _, _ = self.qhat(Q)
         P = self.model.P
-        return self.prior.overlap_map(Qhat + self.lam * np.eye(P)) * self.mask
+        return self.prior.overlap_map(self.psd_qhat(Q) + self.lam * np.eye(P)) * self.mask
+
+    def psd_qhat(self, Q):
+        """``Q_hat`` at ``Q``, a vanishing eigenvalue pushed below 0 by noise projected out."""
+        Qhat, se, _ = self.qhat(Q)
+        lam, O = np.linalg.eigh(Qhat)
+        if lam[0] < 0:
+            # Q_hat is PSD in expectation; the combined estimator's Monte-Carlo noise can
+            # push a vanishing eigenvalue slightly below 0.  Within 4 standard errors this
+            # is projected out (and counted); beyond, it is an error.
+            if -lam[0] > 4 * float(np.max(se)) + 1e-12:
+                raise FloatingPointError(
+                    f"Q_hat has eigenvalue {lam[0]:.3g}, beyond 4 Monte-Carlo standard errors "
+                    f"({np.max(se):.3g}) of positive semidefiniteness")
+            self.psd_projections += 1
+            Qhat = (O * np.clip(lam, 0.0, None)) @ O.T
+        return Qhat
 
     # ------------------------------------------------------------------ solve
     def solve(self, Q0=None, *, damping=0.5, tol=1e-8, max_iter=300, newton_below=1e-3,
@@ -287,6 +303,9 @@ class StateEvolution:
         Q_se = self._fixed_point_stderr(Q, se) if stderr else np.full((P, P), np.nan)
         msg = (f"converged in {it} iterations (residual {res:.2e})" if converged
                else f"not converged after {max_iter} iterations (residual {res:.2e})")
+        if self.psd_projections:
+            msg += (f"; {self.psd_projections} map evaluations projected Q_hat onto the PSD cone "
+                    "(negative eigenvalue within 4 standard errors)")
         if not converged:
             warnings.warn(f"state evolution at alpha={self.alpha:g}: {msg}", ConvergenceWarning,
                           stacklevel=2)
@@ -346,7 +365,7 @@ class StateEvolution:
         J = self._map_jacobian(Q, self.step(Q), h=1e-5)
         if J is None:
             return np.full((P, P), np.nan)
-        Qhat = self.qhat(Q)[0] + self.lam * np.eye(P)
+        Qhat = self.psd_qhat(Q) + self.lam * np.eye(P)
         F0 = self.prior.overlap_map(Qhat)
         G = np.zeros((k, k))
         for j, (a, b) in enumerate(entries):
