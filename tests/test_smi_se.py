@@ -214,3 +214,51 @@ def test_gamp_d1000_alpha_1p2_matches_se(attention):
     cos = np.array([r["cosine"] for r in res.trace])
     assert abs(cos[-1, 0] ** 2 - Q[0, 0]) <= 0.05 and abs(cos[-1, 1] ** 2 - Q[1, 1]) <= 0.05
     assert int(np.argmax(cos[:, 1] > 0.9)) < int(np.argmax(cos[:, 0] > 0.9))
+
+
+# ------------------------------------------------------------------ free entropy
+def test_prior_psi_is_derived_correctly():
+    rng = np.random.default_rng(0)
+    G = rng.standard_normal((3, 3))
+    Qhat = G @ G.T
+    expected = 0.5 * np.trace(Qhat) - 0.5 * np.linalg.slogdet(np.eye(3) + Qhat)[1]
+    assert abs(GaussianPrior().psi(Qhat) - expected) < 1e-12
+
+
+def test_free_entropy_linear_gaussian_closed_form():
+    """Linear tokens + noise: Psi_out = -(M/2)(log 2 pi (Delta + 1 - q) + 1); Phi at q
+    within 4 Monte-Carlo standard errors of the closed form."""
+    alpha, M, D, q = 0.3, 2, 0.25, 0.41940629
+    se = StateEvolution(linear_tokens(2), alpha, samples=20000, seed=3, noise_variance=D,
+                        rule=TensorRule("gauss-hermite", 20))
+    phi, err = se.free_entropy(np.array([[q]]))
+    qhat = alpha * M / (D + 1 - q)
+    exact = (-0.5 * q * qhat + 0.5 * qhat - 0.5 * np.log1p(qhat)
+             - alpha * M / 2 * (np.log(2 * np.pi * (D + 1 - q)) + 1))
+    assert abs(phi - exact) <= 4 * err + 1e-4      # 1e-4: GH-20 and combined-estimator noise in qhat
+
+
+@pytest.mark.parametrize("which,Q,entry", [
+    ("outer", np.array([[0.4]]), (0, 0)),
+    ("attention", np.diag([0.0, 0.5]), (1, 1)),
+    ("attention", np.diag([0.3, 0.5]), (0, 0)),
+])
+def test_qhat_is_twice_alpha_dpsi_out(attention, which, Q, entry):
+    """smi.md 12.7: Q_hat = 2 alpha dPsi_out/dQ.  The derivative by a central difference
+    of Psi_out on the frozen samples (common random numbers; the y-only Jacobian left
+    out, its expectation is Q-independent); agreement within 4 combined standard errors."""
+    from symtheory.smi import outer_product
+
+    model = outer_product(2) if which == "outer" else attention
+    S, h = 5000, 1e-4
+    se = StateEvolution(model, 1.0, samples=S, seed=1, structure="full", estimator="square")
+    E = np.zeros_like(Q)
+    E[entry] = h
+
+    def per_sample(Qx):
+        y, om, V, _ = se.sample_channel(Qx)
+        return se.channel.moments(y, om, V, include_jacobian=False)[0]
+
+    d = 2 * (per_sample(Q + E) - per_sample(Q - E)) / (2 * h)
+    qh, qse, _ = se.qhat(Q)
+    assert abs(d.mean() - qh[entry]) <= 4 * np.hypot(d.std() / np.sqrt(S), qse[entry])

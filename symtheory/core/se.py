@@ -29,7 +29,7 @@ import numpy as np
 import sympy as sp
 
 from .codegen import Kernel
-from .priors import gaussian_overlap_map
+from .priors import gaussian_expectation, gaussian_log_partition, gaussian_overlap_map
 from .solvers import ConvergenceWarning
 
 
@@ -61,6 +61,14 @@ class GaussianPrior:
             GaussianPrior._inverse = Kernel("prior_gaussian_overlap_inverse", (q,), inv,
                                             vector_args=(q,),
                                             doc="inverse of the N(0,1) prior overlap map")
+            # psi_P(qhat) = E log Z(qhat w0 + sqrt(qhat) xi, qhat), smi.md 4 (scalar channel)
+            b, A = sp.symbols("b_ A_", real=True)
+            w0, xi = sp.symbols("w0_ xi_", real=True)
+            logZ = gaussian_log_partition(b, A)
+            field = qhat * w0 + sp.sqrt(qhat) * xi
+            psi = sp.simplify(gaussian_expectation(sp.expand(logZ.subs({b: field, A: qhat})), w0, xi))
+            GaussianPrior._psi = Kernel("prior_gaussian_psi", (qhat,), [psi], vector_args=(qhat,),
+                                        doc="prior free-entropy term psi_P(qhat) of N(0,1)")
 
     def rho(self, P):
         return np.eye(P)
@@ -73,6 +81,12 @@ class GaussianPrior:
             raise ValueError(f"Q_hat must be positive semidefinite (eigenvalue {lam[0]:.3g})")
         f = self._kernel.vec(np.clip(lam, 0.0, None))[:, 0]
         return (O * f) @ O.T
+
+    def psi(self, Qhat: np.ndarray) -> float:
+        """``psi_P(Q_hat)`` = sum of the derived scalar term over eigenvalues (= Tr Q_hat/2
+        - log det(I + Q_hat)/2 for N(0, I))."""
+        lam = np.linalg.eigvalsh(0.5 * (Qhat + Qhat.T))
+        return float(np.sum(self._psi.vec(np.clip(lam, 0.0, None))[:, 0]))
 
     def inverse_overlap_map(self, Q: np.ndarray) -> np.ndarray:
         """``F_prior^{-1}(Q)`` for ``0 <= Q < I`` (derived inverse of the scalar map)."""
@@ -223,6 +237,32 @@ class StateEvolution:
         gap = float(np.max(np.abs(m_sq - m_tw)) / max(1e-300, np.max(np.abs(m_sq))))
         self.evaluations += 1
         return 0.5 * (Qhat + Qhat.T) * self.mask, stderr * self.mask, gap
+
+    def psi_out(self, Q, *, include_jacobian=True):
+        """``Psi_out(Q) = E_{xi, y} log Z_out(y; Q^{1/2} xi, rho - Q)`` on the frozen samples
+        (density of ``y`` in the model's observed coordinates).  Returns ``(value, stderr)``.
+        ``include_jacobian=False`` drops the y-only output Jacobian of deterministic
+        channels: a Q-independent shift in expectation but a heavy-tailed one sample by
+        sample, so derivatives in Q are far less noisy without it."""
+        y, omega, V, _ = self.sample_channel(Q)
+        if include_jacobian or not hasattr(self.channel, "branches"):
+            logZ = self.channel.moments(y, omega, V)[0]
+        else:
+            logZ = self.channel.moments(y, omega, V, include_jacobian=False)[0]
+        if not np.all(np.isfinite(logZ)):
+            raise FloatingPointError("log Z_out is not finite on some samples")
+        return float(logZ.mean()), float(logZ.std(ddof=1) / np.sqrt(len(logZ)))
+
+    def free_entropy(self, Q):
+        """Replica-symmetric free entropy at ``Q`` with ``Q_hat`` from the SE map (smi.md 4):
+        ``Phi = -Tr(Q Q_hat)/2 + psi_P(Q_hat) + alpha Psi_out(Q)``.  Returns
+        ``(Phi, stderr)`` (stderr of the Monte-Carlo term).  At a fixed point it is the
+        value whose maximum over fixed points selects the Bayes-optimal one."""
+        Q = self._check_Q(Q)
+        Qhat = self.psd_qhat(Q) + self.lam * np.eye(self.model.P)
+        po, se = self.psi_out(Q)
+        phi = -0.5 * float(np.sum(Q * Qhat)) + self.prior.psi(Qhat) + self.alpha * po
+        return phi, self.alpha * se
 
     def alpha_at_fixed_point(self, Q, entry=None):
         """The ``alpha`` at which ``Q`` is a fixed point along ``entry`` (smi.md 6.1 item 6):

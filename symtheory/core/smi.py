@@ -408,11 +408,18 @@ class ReducedChannel(_ChannelBase):
             logjac[:, k] = np.where(ok, np.log(np.where(ok, jac, 1.0)), 0.0)
         return np.ascontiguousarray(np.where(np.isfinite(E), E, 0.0)), logjac, valid
 
-    def moments(self, y, omega, V):
-        """``(log Z_out (n,), E[Z|y] (n, P, M), Cov (n, P M, P M))``, index ``a M + m``."""
+    def moments(self, y, omega, V, *, include_jacobian=True):
+        """``(log Z_out (n,), E[Z|y] (n, P, M), Cov (n, P M, P M))``, index ``a M + m``.
+
+        ``log Z_out`` is the log-density of ``y`` in the observed coordinates; with
+        ``include_jacobian=False`` the factor ``1/|det dy/dE|`` is left out (it depends on
+        ``y`` only, so its expectation does not depend on the overlap; the moments are
+        unchanged when all branches share it, as for sign-symmetric preimages)."""
         y, omega, V = self._prep(y, omega, V)
         n = omega.shape[0]
         E, logjac, valid = self.branches(y)
+        if not include_jacobian:
+            logjac = np.zeros_like(logjac)
         free, solved = list(self.model.free_rows), list(self.model.solved_rows)
         Vuu = V[np.ix_(free, free)]
         Vhu = V[np.ix_(solved, free)]

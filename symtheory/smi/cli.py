@@ -90,7 +90,8 @@ def cmd_se(args) -> int:
         cols[f"Q{a + 1}{a + 1}_stderr"] = []
     for k in ("bo_error", "bo_stderr", "plugin_error", "plugin_stderr"):
         cols[k] = []
-    for k in ("converged", "iterations", "residual", "nishimori_gap"):
+    for k in ("free_entropy", "free_entropy_stderr", "converged", "iterations", "residual",
+              "nishimori_gap"):
         cols[k] = []
     from ..core.progress import progress_bar
 
@@ -113,6 +114,9 @@ def cmd_se(args) -> int:
         cols["bo_stderr"].append(bo.stderr if bo else float("nan"))
         cols["plugin_error"].append(pl.error if pl else float("nan"))
         cols["plugin_stderr"].append(pl.stderr if pl else float("nan"))
+        phi, phi_se = se.free_entropy(res.Q)
+        cols["free_entropy"].append(phi)
+        cols["free_entropy_stderr"].append(phi_se)
         cols["converged"].append(res.converged)
         cols["iterations"].append(res.iterations)
         cols["residual"].append(res.residual)
@@ -122,7 +126,9 @@ def cmd_se(args) -> int:
             "side_information": lam, "start": args.start, "damping": args.damping,
             "normalization": NORMALIZATION,
             "stderr": "Q*_stderr: Monte-Carlo standard error of the fixed point (propagated "
-                      "through the linearized SE map); errors: Monte-Carlo standard errors"}
+                      "through the linearized SE map); errors: Monte-Carlo standard errors",
+            "free_entropy": "Phi = -Tr(Q Q_hat)/2 + psi_P(Q_hat) + alpha Psi_out(Q) (smi.md 4); "
+                            "Psi_out is the log-density of y in the observed coordinates"}
     table = Table(cols, meta)
     return emit(table, args, "smi_se", plot=_plot_se)
 
