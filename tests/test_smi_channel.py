@@ -327,3 +327,17 @@ def test_seq2seq_and_untied_links_and_noisy_channel():
     g12, _ = untied.channel(0.5, TensorRule("gauss-hermite", 12)).gout(y, omega, V)
     g16, _ = untied.channel(0.5, TensorRule("gauss-hermite", 16)).gout(y, omega, V)
     assert np.max(np.abs(g12 - g16)) <= 1e-3 * np.max(np.abs(g16))
+
+
+def test_derivation_script_checks_pass():
+    """derivations/smi_attention_channel.py re-derives det T, the branches, the output
+    Jacobian and the linear-activation pieces and compares them with smi.md's closed forms."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "derivations" / "smi_attention_channel.py"
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    checks = [line for line in out.stdout.splitlines() if line.rstrip().endswith(("True", "False"))]
+    assert len(checks) == 4 and all(c.rstrip().endswith("True") for c in checks), checks
