@@ -261,3 +261,12 @@ def test_qhat_is_twice_alpha_dpsi_out(attention, which, Q, entry):
     d = 2 * (per_sample(Q + E) - per_sample(Q - E)) / (2 * h)
     qh, qse, _ = se.qhat(Q)
     assert abs(d.mean() - qh[entry]) <= 4 * np.hypot(d.std() / np.sqrt(S), qse[entry])
+
+
+@pytest.mark.slow
+def test_solver_leaves_an_unstable_fixed_point(attention):
+    """Starting exactly on the layer-1-free fixed point Q = diag(0, q2*) at alpha = 1.2,
+    where layer 1 is unstable (staircase), the solver must not stop there (~2 min)."""
+    se = StateEvolution(attention, 1.2, samples=1500, seed=0)
+    res = se.solve(np.diag([0.0, 0.99]), max_iter=150)
+    assert res.Q[0, 0] > 0.5

@@ -300,8 +300,8 @@ class StateEvolution:
 
     # ------------------------------------------------------------------ solve
     def solve(self, Q0=None, *, damping=0.5, tol=1e-8, max_iter=300, newton_below=1e-3,
-              progress=False, stderr=True) -> SEResult:
-        """Fixed point of ``Q = F(Q)`` on the frozen samples, from ``Q0``.
+              kick=0.05, max_kicks=3, progress=False, stderr=True) -> SEResult:
+        """Stable fixed point of ``Q = F(Q)`` on the frozen samples, from ``Q0``.
 
         Damped iteration ``Q <- (1 - theta) F(Q) + theta Q`` follows the basin of the
         start (``Q0`` defaults to ``0.05 I``: a small symmetry-breaking overlap, the
@@ -310,6 +310,13 @@ class StateEvolution:
         entries (Jacobian by differencing the smooth frozen-sample map), accepted only
         when they reduce the residual -- this removes the critical slowing down near
         thresholds.  Converged when ``max |F(Q) - Q| <= tol``.
+
+        Stability: an even model keeps ``Q_ll = 0`` exactly, so a layer that decayed
+        while another was being learned can sit on an *unstable* fixed point (the
+        staircase of smi.md 8.4), and Newton can land on one.  After convergence the
+        map's Jacobian is checked; if an eigenvalue exceeds 1 the iteration restarts from
+        the fixed point plus ``kick`` along the unstable direction (what vanishing side
+        information does), at most ``max_kicks`` times; the message reports it.
         """
         P = self.model.P
         Q = self._check_Q(0.05 * np.eye(P) if Q0 is None else Q0)
@@ -318,18 +325,47 @@ class StateEvolution:
         trace = []
         converged = False
         res = np.inf
+        kicks = 0
+        total = 0
         from .progress import progress_bar
 
-        it = 0
-        FQ = self.step(Q)
-        for it in progress_bar(range(1, max_iter + 1), desc=f"SE alpha={self.alpha:g}",
-                               enabled=progress):
-            res = float(np.max(np.abs(FQ - Q)))
-            trace.append({"iteration": it, "Q": Q.copy(), "residual": res})
-            if res <= tol:
-                Q = FQ
-                converged = True
+        bar = progress_bar(range(max_iter * (max_kicks + 1)), desc=f"SE alpha={self.alpha:g}",
+                           enabled=progress)
+        bar_iter = iter(bar)
+        while True:
+            converged, Q, res, it = self._iterate(Q, damping, tol, max_iter, newton_below, trace,
+                                                  bar_iter)
+            total += it
+            if not converged or kicks >= max_kicks:
                 break
+            Qk = self._escape_unstable(Q, kick)
+            if Qk is None:
+                break
+            kicks += 1
+            Q = Qk
+        Qhat, se, gap = self.qhat(Q)
+        Q_se = self._fixed_point_stderr(Q, se) if stderr else np.full((P, P), np.nan)
+        msg = (f"converged in {total} iterations (residual {res:.2e})" if converged
+               else f"not converged after {total} iterations (residual {res:.2e})")
+        if kicks:
+            msg += f"; left {kicks} unstable fixed point(s) along their unstable direction"
+        if self.psd_projections:
+            msg += (f"; {self.psd_projections} map evaluations projected Q_hat onto the PSD cone "
+                    "(negative eigenvalue within 4 standard errors)")
+        if not converged:
+            warnings.warn(f"state evolution at alpha={self.alpha:g}: {msg}", ConvergenceWarning,
+                          stacklevel=2)
+        return SEResult(Q, Qhat, converged, total, res, se, Q_se, gap, msg, trace)
+
+    def _iterate(self, Q, damping, tol, max_iter, newton_below, trace, bar_iter):
+        FQ = self.step(Q)
+        res = np.inf
+        for it in range(1, max_iter + 1):
+            next(bar_iter, None)
+            res = float(np.max(np.abs(FQ - Q)))
+            trace.append({"iteration": len(trace) + 1, "Q": Q.copy(), "residual": res})
+            if res <= tol:
+                return True, FQ, res, it
             Qn = None
             if res < newton_below:
                 Qn = self._newton_step(Q, FQ)
@@ -339,17 +375,32 @@ class StateEvolution:
                     Qn = Q + 0.5 * (Qn - Q)
             Q = 0.5 * (Qn + Qn.T) * self.mask
             FQ = self.step(Q)
-        Qhat, se, gap = self.qhat(Q)
-        Q_se = self._fixed_point_stderr(Q, se) if stderr else np.full((P, P), np.nan)
-        msg = (f"converged in {it} iterations (residual {res:.2e})" if converged
-               else f"not converged after {max_iter} iterations (residual {res:.2e})")
-        if self.psd_projections:
-            msg += (f"; {self.psd_projections} map evaluations projected Q_hat onto the PSD cone "
-                    "(negative eigenvalue within 4 standard errors)")
-        if not converged:
-            warnings.warn(f"state evolution at alpha={self.alpha:g}: {msg}", ConvergenceWarning,
-                          stacklevel=2)
-        return SEResult(Q, Qhat, converged, it, res, se, Q_se, gap, msg, trace)
+        return False, Q, res, max_iter
+
+    def _escape_unstable(self, Q, kick):
+        """``Q + kick v`` for the unstable eigenvector ``v`` of ``dF/dQ``, or ``None``."""
+        J = self._map_jacobian(Q, self.step(Q))
+        if J is None:
+            return None
+        lam, vecs = np.linalg.eig(J)
+        k = int(np.argmax(lam.real))
+        if lam[k].real <= 1.0 + 1e-6:
+            return None
+        v = vecs[:, k].real
+        entries = self._free_entries()
+        diag = [i for i, (a, b) in enumerate(entries) if a == b]
+        if diag and np.sum(v[diag]) < 0:
+            v = -v
+        v = v / np.max(np.abs(v))
+        for scale in (kick, kick / 4, kick / 16):
+            Qk = Q.copy()
+            for (a, b), x in zip(entries, v):
+                Qk = self._with_entry(Qk, a, b, Qk[a, b] + scale * x)
+            try:
+                return self._check_Q(Qk)
+            except ValueError:
+                continue
+        return None
 
     def _with_entry(self, Q, a, b, value):
         Qn = Q.copy()
