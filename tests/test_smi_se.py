@@ -185,13 +185,13 @@ def test_cli_error_columns_and_bad_overlap():
 
 
 def test_cli_se_linear_tokens():
-    out = _cli("smi", "se", "--model", "linear-tokens", "--noise", "0.25", "--alpha", "0.3",
+    out = _cli("smi", "se", "--model", "linear-tokens", "--noise", "0.25", "--alpha-grid", "0.3", "0.3", "1",
                "--samples", "5000", "--quadrature-nodes", "20", "--error-samples", "20000",
                "--quiet")
     assert out.returncode == 0, out.stderr
     header, row = out.stdout.strip().splitlines()
     cols = dict(zip(header.split(","), row.split(",")))
-    assert cols["converged"] == "true"
+    assert cols["converged"] == "true" and cols["alpha"] == "0.3"
     # exact root 0.41940629 (see test_linear_gaussian_se_fixed_point)
     assert abs(float(cols["Q11"]) - 0.41940629) <= 4 * float(cols["Q11_stderr"]) + 1e-8
 

@@ -71,9 +71,9 @@ def cmd_se(args) -> int:
 
     _format(args)
     model = build_model(args)
-    alphas = _alphas(args)
+    alphas = [float(a) for a in _alphas(args)]
     if any(a <= 0 for a in alphas):
-        raise ParameterError("alpha must be > 0 for state evolution")
+        raise ParameterError("alpha must be in (0, inf) for state evolution")
     samples = validate.integer("samples", args.samples, low=100)
     lam = validate.real("side-information", args.side_information, low=0.0)
     rule, noise = _rule(args), _noise(args)
