@@ -36,6 +36,8 @@ def main():
     p = parser(__doc__)
     p.add_argument("--d", type=int, default=None)
     p.add_argument("--seeds", type=int, default=None)
+    p.add_argument("--se-alphas", type=float, nargs="+", default=None, help="SE grid")
+    p.add_argument("--gamp-alphas", type=float, nargs="+", default=None, help="GAMP points")
     args = p.parse_args()
     out = output_dir(__file__, args)
     quick = args.quick
@@ -45,6 +47,8 @@ def main():
     se_alphas = ([0.2, 0.5, 0.8, 1.1, 1.4] if quick
                  else list(np.round(np.arange(0.1, 1.61, 0.1), 4)))
     gamp_alphas = [0.3, 0.6, 1.2] if quick else [0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4]
+    se_alphas = args.se_alphas or se_alphas
+    gamp_alphas = args.gamp_alphas or gamp_alphas
     iters = 40
     model = deep_attention(2, 2, 1, 1.0)
     rule = TensorRule("gauss-hermite", 30)
