@@ -365,7 +365,10 @@ class StateEvolution:
             res = float(np.max(np.abs(FQ - Q)))
             trace.append({"iteration": len(trace) + 1, "Q": Q.copy(), "residual": res})
             if res <= tol:
-                return True, FQ, res, it
+                # at perfect recovery F(Q) can round onto the boundary Q = rho; keep the
+                # last interior iterate then (it is within tol of the fixed point)
+                inside = np.linalg.eigvalsh(self.rho - FQ)[0] > 0
+                return True, (FQ if inside else Q), res, it
             Qn = None
             if res < newton_below:
                 Qn = self._newton_step(Q, FQ)
@@ -379,7 +382,10 @@ class StateEvolution:
 
     def _escape_unstable(self, Q, kick):
         """``Q + kick v`` for the unstable eigenvector ``v`` of ``dF/dQ``, or ``None``."""
-        J = self._map_jacobian(Q, self.step(Q))
+        try:
+            J = self._map_jacobian(Q, self.step(Q))
+        except ValueError:       # on the boundary of the domain: nothing to escape
+            return None
         if J is None:
             return None
         lam, vecs = np.linalg.eig(J)
