@@ -285,3 +285,25 @@ def test_solver_leaves_an_unstable_fixed_point(attention):
     se = StateEvolution(attention, 1.2, samples=1500, seed=0)
     res = se.solve(np.diag([0.0, 0.99]), max_iter=150)
     assert res.Q[0, 0] > 0.5
+
+
+def test_errors_and_gamp_reject_bad_input(attention):
+    from symtheory.core.gamp_tokens import gamp_tokens
+
+    with pytest.raises(ValueError, match="0 <= Q <= rho"):
+        plugin_error(attention, np.diag([0.2, 1.5]))
+    with pytest.raises(ValueError, match="symmetric"):
+        bayes_error(attention, np.array([[0.1, 0.2], [0.0, 0.1]]))
+    with pytest.raises(ValueError, match="2 x 2"):
+        plugin_error(attention, np.eye(3) * 0.1)
+    with pytest.raises(ValueError, match="samples"):
+        plugin_error(attention, np.zeros((2, 2)), samples=1)
+    ch = attention.channel()
+    with pytest.raises(ValueError, match="shape"):
+        gamp_tokens(np.zeros((5, 4)), np.zeros((5, 4)), ch)
+    with pytest.raises(ValueError, match="y must"):
+        gamp_tokens(np.zeros((5, 4, 2)), np.zeros(7), ch)
+    with pytest.raises(ValueError, match="truth"):
+        gamp_tokens(np.zeros((5, 4, 2)), np.full((5, 4), 0.5), ch, truth=np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="damping"):
+        gamp_tokens(np.zeros((5, 4, 2)), np.full((5, 4), 0.5), ch, damping=0.0)

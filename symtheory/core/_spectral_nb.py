@@ -7,6 +7,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+#: float64 machine epsilon (a global: Numba freezes it into the compiled code)
+EPS = float(np.finfo(np.float64).eps)
+
 
 @numba.njit(cache=True)
 def coeffs_at(A, x):
@@ -68,7 +71,7 @@ def newton(c, g0, maxit):
         bound = 0.0
         for k in range(n, -1, -1):
             bound = bound * ag + abs(c[k])
-        if abs(p) <= 16 * 2.220446049250313e-16 * bound:
+        if abs(p) <= 16 * EPS * bound:
             return g, True
         if dp == 0:
             return g, False

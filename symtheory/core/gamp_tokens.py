@@ -49,7 +49,17 @@ def gamp_tokens(X, y, channel, *, damping=1.0, max_iter=50, tol=1e-6, W0=None, s
     reference used 1e-3; default 0).  ``side_observation`` is ``S = sqrt(lambda) W* + Xi``.
     """
     X = np.asarray(X, dtype=float)
+    if X.ndim != 3:
+        raise ValueError(f"X must have shape (n, D, M), got {X.shape}")
     n, D, M = X.shape
+    y = np.asarray(y, dtype=float).reshape(n, -1) if np.size(y) % max(n, 1) == 0 else None
+    if y is None or not np.all(np.isfinite(y)):
+        raise ValueError(f"y must hold n = {n} finite output rows")
+    if truth is not None and np.shape(truth) != (channel.P, D):
+        raise ValueError(f"truth must have shape ({channel.P}, {D}), got {np.shape(truth)}")
+    if int(max_iter) < 1 or not (np.isfinite(variance_floor) and variance_floor >= 0):
+        raise ValueError(f"max_iter must be >= 1 and variance_floor >= 0, got {max_iter}, "
+                         f"{variance_floor}")
     P, Mc = channel.P, channel.M
     if Mc != M:
         raise ValueError(f"X has {M} tokens but the model has seq_len {Mc}")

@@ -459,11 +459,11 @@ class StateEvolution:
         P = self.model.P
         entries = self._free_entries()
         k = len(entries)
-        J = self._map_jacobian(Q, self.step(Q), h=1e-5)
-        if J is None:
-            return np.full((P, P), np.nan)
         Qhat = self.psd_qhat(Q) + self.lam * np.eye(P)
         F0 = self.prior.overlap_map(Qhat)
+        J = self._map_jacobian(Q, F0 * self.mask, h=1e-5)    # F0 masked = step(Q)
+        if J is None:
+            return np.full((P, P), np.nan)
         G = np.zeros((k, k))
         for j, (a, b) in enumerate(entries):
             Fp = self.prior.overlap_map(self._with_entry(Qhat, a, b, Qhat[a, b] + 1e-6))
@@ -489,12 +489,26 @@ class ErrorEstimate:
 
 
 def _overlap_factors(Q, rho):
-    Q = 0.5 * (np.asarray(Q, float) + np.asarray(Q, float).T)
+    """Square roots of ``Q`` and ``rho - Q`` after checking ``0 <= Q <= rho``."""
+    Q = np.asarray(Q, dtype=float)
+    P = rho.shape[0]
+    if Q.shape != (P, P):
+        raise ValueError(f"overlap Q must be {P} x {P}, got shape {Q.shape}")
+    if not np.all(np.isfinite(Q)) or not np.allclose(Q, Q.T, atol=1e-12):
+        raise ValueError("overlap Q must be finite and symmetric")
+    lq = np.linalg.eigvalsh(Q)
+    lv = np.linalg.eigvalsh(rho - Q)
+    if lq[0] < -1e-12 or lv[0] < -1e-12:
+        raise ValueError(f"overlap Q must satisfy 0 <= Q <= rho (eigenvalues of Q in "
+                         f"[{lq[0]:.3g}, {lq[-1]:.3g}])")
+    Q = 0.5 * (Q + Q.T)
     return psd_sqrt(Q), psd_sqrt(rho - Q)
 
 
 def _batched_error(model, Q, per_sample, kind, samples, seed, batch) -> ErrorEstimate:
     """Monte Carlo over batches: ``per_sample(omega, sv, rng) -> values``."""
+    if int(samples) < 2 or int(batch) < 1:
+        raise ValueError(f"samples must be >= 2 and batch >= 1, got {samples}, {batch}")
     P, M = model.P, model.M
     sq, sv = _overlap_factors(Q, np.eye(P))
     rng = np.random.default_rng(seed)
