@@ -1,7 +1,7 @@
 """Two-layer tied attention as a sequence multi-index model: what SymPy derives.
 
 Run: ``python derivations/smi_attention_channel.py``.  Each step prints the object the
-package builds (symtheory.smi.attention / symtheory.core.smi) and checks it against the
+package builds (symtheory.smi.attention / symtheory.glm.multi_index) and checks it against the
 closed forms quoted in smi.md 2.1, 10.1 and 10.3.
 """
 from __future__ import annotations
@@ -80,7 +80,7 @@ def main():
           sp.simplify(dT - SKIP * (SKIP + BETA * (w1[0] ** 2 + w1[1] ** 2))) == 0)
 
     # 7. prior: overlap map, its inverse and psi_P, derived from the log-partition
-    from symtheory.core.se import GaussianPrior
+    from symtheory.glm import GaussianPrior
 
     gp = GaussianPrior()
     show("prior overlap map F(qhat) and dF/dqhat", sp.Matrix(gp._kernel.outputs))

@@ -23,9 +23,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import output_dir, parser, save_figure, write_csv, write_params  # noqa: E402
 
-from symtheory.core.gamp_tokens import gamp_tokens  # noqa: E402
-from symtheory.core.se import StateEvolution, bayes_error, plugin_error  # noqa: E402
-from symtheory.core.smi import TensorRule  # noqa: E402
+from symtheory.glm.gamp_tokens import gamp_tokens  # noqa: E402
+from symtheory.glm import StateEvolution, bayes_error, plugin_error  # noqa: E402
+from symtheory.core.quadrature import TensorRule  # noqa: E402
 from symtheory.smi import deep_attention  # noqa: E402
 from symtheory.smi.data import generate  # noqa: E402
 

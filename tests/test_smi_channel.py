@@ -11,7 +11,7 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from symtheory.core.smi import TensorRule
+from symtheory.core.quadrature import TensorRule
 from symtheory.smi import deep_attention, linear_tokens, outer_product
 
 
@@ -27,22 +27,22 @@ def test_symmetry_detection():
     assert not linear_tokens(2).is_even          # y = z is odd
     untied = deep_attention(1, 2, variant="untied")
     assert untied.P == 2 and untied.is_even       # only the joint (K, Q) flip is declared
-    from symtheory.core.smi import SMIModel
+    from symtheory.glm import MultiIndexModel
 
     Z = untied.indices
-    split = SMIModel("untied_split", Z, untied.link, params=untied.params,
+    split = MultiIndexModel("untied_split", Z, untied.link, params=untied.params,
                      row_groups=[(0,), (1,)])
     assert split.even_groups == {(0,): False, (1,): False}   # K alone is not a symmetry
 
 
 def test_reduction_rejects_a_wrong_head():
-    from symtheory.core.smi import DeterministicReduction, SMIModel
+    from symtheory.glm import DeterministicReduction, MultiIndexModel
 
     m = outer_product(2)
     red = m.reduction
     bad = DeterministicReduction(red.solved_rows, red.mixing, red.E, 2 * red.head, red.observed)
     with pytest.raises(ValueError, match="does not reproduce the link"):
-        SMIModel("bad", m.indices, m.link, reduction=bad)
+        MultiIndexModel("bad", m.indices, m.link, reduction=bad)
 
 
 def test_deterministic_channel_needs_reduction_or_noise():
@@ -111,7 +111,7 @@ def test_even_symmetry_gout_vanishes_at_prior(c, seed, activation):
 def test_tower_and_nishimori_identities(attention):
     """At the prior E_y E[Z Z^T|y] = I; at any Q, E[g g^T] = -E[sum_m J_mm] (smi.md 13.7).
     Tolerance: 4 Monte-Carlo standard errors of the per-sample averages."""
-    from symtheory.core.se import StateEvolution
+    from symtheory.glm import StateEvolution
 
     ch = attention.channel(rule=TensorRule("gauss-hermite", 30))
     rng = np.random.default_rng(5)

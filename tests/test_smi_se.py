@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REFERENCE
-from symtheory.core.se import GaussianPrior, StateEvolution, bayes_error, plugin_error
-from symtheory.core.smi import TensorRule
+from symtheory.glm import GaussianPrior, StateEvolution, bayes_error, plugin_error
+from symtheory.core.quadrature import TensorRule
 from symtheory.smi import deep_attention, linear_tokens
 
 
@@ -162,7 +162,7 @@ def test_bayes_error_below_plugin_and_decreasing(attention):
 def test_gamp_learns_layer2_first(attention):
     """Algorithm 1 at d = 300, alpha = 1.2: the layer-2 cosine passes 0.8 before the
     layer-1 cosine passes 0.5, and both end above 0.8 within 40 iterations."""
-    from symtheory.core.gamp_tokens import gamp_tokens
+    from symtheory.glm.gamp_tokens import gamp_tokens
     from symtheory.smi.data import generate
 
     data = generate(attention, 300, 1.2, seed=1)
@@ -217,7 +217,7 @@ def test_gamp_d1000_alpha_1p2_matches_se(attention):
     Q = I (perfect recovery; the reference's Q11 = 0.82 comes from its V + 1e-3 I
     regularization, reproduced by StateEvolution(regularization=1e-3)).  GAMP's final
     squared cosines must be within 0.05 of the SE overlaps, layer 2 learned first."""
-    from symtheory.core.gamp_tokens import gamp_tokens
+    from symtheory.glm.gamp_tokens import gamp_tokens
     from symtheory.smi.data import generate
 
     se = StateEvolution(attention, 1.2, samples=3000, seed=0)
@@ -288,7 +288,7 @@ def test_solver_leaves_an_unstable_fixed_point(attention):
 
 
 def test_errors_and_gamp_reject_bad_input(attention):
-    from symtheory.core.gamp_tokens import gamp_tokens
+    from symtheory.glm.gamp_tokens import gamp_tokens
 
     with pytest.raises(ValueError, match="0 <= Q <= rho"):
         plugin_error(attention, np.diag([0.2, 1.5]))

@@ -22,7 +22,7 @@ import time
 import numpy as np
 from scipy.integrate import dblquad
 
-from symtheory.core.smi import TensorRule
+from symtheory.core.quadrature import TensorRule
 from symtheory.smi import deep_attention
 
 

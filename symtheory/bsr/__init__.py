@@ -1,7 +1,7 @@
 """Bilinear sequence regression (BSR): Bayes-optimal theory and baselines.
 
 Erba, Troiani, Biggio, Maillard, Zdeborova, arXiv:2410.18858.  Package notation
-(``shared/theory/README.md``): ``d`` token dimension, ``seq_len = L`` tokens,
+(``docs/theory/README.md``): ``d`` token dimension, ``seq_len = L`` tokens,
 ``beta = L/d``, ``rho = r/min(d, L)``, ``alpha = n/(d L)``, ``delta`` label-noise
 variance.  ``mmse`` is ``1 - q``, the per-entry error on ``S*`` (= test error - delta).
 

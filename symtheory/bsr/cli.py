@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 
 from ..core import validate
+from ..core.cli_common import alphas_from_args as _alphas
+from ..core.cli_common import check_format as _format
+from ..core.cli_common import emit, num
 from ..core.table import Table
 from ..core.validate import ParameterError
-
-FORMATS = ("csv", "json")
 
 NORMALIZATION = (
     "Model (Erba et al., arXiv:2410.18858): y = <X, S*>/sqrt(dL) + sqrt(delta) xi, "
@@ -20,58 +21,6 @@ NORMALIZATION = (
     "entries); beta = L/d, rho = r/min(d, L), alpha = n/(dL).  Errors are per-entry "
     "mean((S_hat - S*)^2), the same normalization as the Bayes-optimal mmse = 1 - q "
     "(= test error - delta).")
-
-
-def num(name):
-    def conv(text):
-        try:
-            return float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-    return conv
-
-
-def _alphas(args):
-    if getattr(args, "alpha", None) is not None and getattr(args, "alpha_grid", None) is not None:
-        raise ParameterError("give either --alpha or --alpha-grid, not both")
-    if getattr(args, "alpha", None) is not None:
-        return [validate.real("alpha", a, low=0) for a in args.alpha]
-    if getattr(args, "alpha_grid", None) is not None:
-        start, stop, n = args.alpha_grid
-        start = validate.real("alpha-grid START", start, low=0)
-        stop = validate.real("alpha-grid STOP", stop, low=0)
-        n = validate.integer("alpha-grid NUM", float(n) if float(n).is_integer() else n, low=1)
-        return list(np.linspace(start, stop, n))
-    raise ParameterError("give the sample ratios with --alpha A [A ...] or --alpha-grid START STOP NUM")
-
-
-def _format(args):
-    if args.format not in FORMATS:
-        raise ParameterError(f"format must be one of {', '.join(FORMATS)}, got {args.format!r}")
-    return args.format
-
-
-def emit(table: Table, args, stem: str, plot=None) -> int:
-    """Print the table, or write it (+ parameters, + plot) into ``--out``."""
-    fmt = _format(args)
-    text = table.to_csv() if fmt == "csv" else table.to_json()
-    if getattr(args, "out", None) is None and not getattr(args, "plot", False):
-        sys.stdout.write(text)
-        return 0
-    out = Path(args.out or ".")
-    out.mkdir(parents=True, exist_ok=True)
-    data_path = out / f"{stem}.{fmt}"
-    data_path.write_text(text)
-    table.meta["command"] = " ".join(["symtheory"] + sys.argv[1:])
-    table.write_params(out / f"{stem}.params.json")
-    written = [data_path, out / f"{stem}.params.json"]
-    if getattr(args, "plot", False) and plot is not None:
-        png = out / f"{stem}.png"
-        plot(table, png)
-        written.append(png)
-    for p in written:
-        print(f"wrote {p}", file=sys.stderr)
-    return 0
 
 
 def _common_model(p, alpha_many=True, delta=True):

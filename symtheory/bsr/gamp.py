@@ -2,7 +2,7 @@
 
 The denoiser and its predicted variance come from the same generated kernels as the
 Bayes-optimal theory (:func:`theory.rie_denoise`, :func:`theory.mmse_rie`); the
-Gaussian output channel's ``g_out`` is derived symbolically (core.channels).  The
+Gaussian output channel's ``g_out`` is derived symbolically (glm.channels).  The
 state evolution ``v <- mmse_RIE(beta, rho, (Delta + v)/alpha)`` (bsr.md 6.2) runs
 alongside with the same damping.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from ..core.channels import gaussian_noise_channel
-from ..core.gamp import GampResult, gamp
+from ..glm.channels import gaussian_noise_channel
+from ..glm.gamp import GampResult, gamp
 from .data import BSRData
 from .theory import bo_point, mmse_rie, rie_denoise
 

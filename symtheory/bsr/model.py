@@ -2,7 +2,7 @@
 
 Erba, Troiani, Biggio, Maillard, Zdeborova, *Bilinear Sequence Regression*,
 arXiv:2410.18858 (PRX 2025); rectangular RIE: Troiani et al., arXiv:2203.07752.
-Specification: ``shared/theory/bsr.md`` (section numbers below refer to it).
+Specification: ``docs/theory/bsr.md`` (section numbers below refer to it).
 
 Model (bsr.md 1): ``y = Tr[X S*]/sqrt(d L) + sqrt(Delta) xi``, ``S* = U V^T/sqrt(r)``,
 ``beta = L/d >= 1``, ``rho = r/d``, ``alpha = n/(d L)``.  Everything below is *derived*
@@ -15,7 +15,7 @@ by SymPy from these inputs:
 * the rectangular RIE denoiser ``xi(x) = x - (2D/sqrt(beta)) [(beta-1)/(2x) + H(x)]``
   and the Nishimori form ``mmse = 1 - beta^(-1/2) int xi^2 mu`` (bsr.md 3.2);
 * the degrees-of-freedom count ``r(d + L - r)`` of a rank-r matrix (bsr.md 7);
-* the Gaussian prior (overlap map from its log-partition, :mod:`core.priors`).
+* the Gaussian prior (overlap map from its log-partition, :mod:`glm.priors`).
 
 Symbols: ``t = sqrt(beta)`` (keeps every relation polynomial), ``rho``, ``D`` (the
 effective noise ``Delta_eff``), ``alpha``, ``delta``, ``v = 1 - q``.
@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ..core import freeprob, functionals, priors
+from ..core import freeprob, functionals
+from ..glm import priors
 from ..core.derive import cached_derivation
 
 t, rho, D = sp.symbols("t rho D", positive=True)

@@ -23,9 +23,10 @@ import sympy as sp
 from ..core import validate
 from ..core.codegen import Kernel, KernelSet
 from ..core.functionals import LinearSpectralFunctional
-from ..core.solvers import (ConvergenceWarning, NoBracketError, SolverResult, find_root,
+from ..core.solvers import (ConvergenceWarning, NoBracketError, SolverResult, positive_fixed_point,
                             refine_root_mp)
 from ..core.spectral import AlgebraicSpectralLaw
+from ..glm.priors import RectangularRIE
 from . import model as M
 
 _THEORY = None
@@ -67,6 +68,8 @@ class BSRTheory:
         self.kernels.add(self.mmse_functional.value_kernel)
         self.kernels.add(self.mmse_functional.coeff_kernel)
         self.kernels.add(self.mmse_functional.integrand_kernel)
+        self.rie = RectangularRIE("bsr", self.law, M.rie_denoiser(), M.x, M.H, M.LAW_PARAMS)
+        self.kernels.add(self.rie.kernel)
 
 
 def theory() -> BSRTheory:
@@ -174,18 +177,19 @@ class BOPoint:
     digits_confirmed: float = float("nan")
 
 
-def _residual_function(alpha, beta, rho, delta):
+def _error_map(alpha, beta, rho, delta):
+    """``v -> mmse_RIE(beta, rho, (Delta + v)/alpha)`` (the SE map in ``v = 1 - q``)."""
     th = theory()
     if math.isinf(beta):
-        def f(v):
-            return float(th.mmse_inf(rho, (delta + v) / alpha)[0]) - v
+        def err(v):
+            return float(th.mmse_inf(rho, (delta + v) / alpha)[0])
     else:
         t = math.sqrt(beta)
         fun = th.mmse_functional
 
-        def f(v):
-            return fun.evaluate((t, rho, (delta + v) / alpha)).value - v
-    return f
+        def err(v):
+            return fun.evaluate((t, rho, (delta + v) / alpha)).value
+    return err
 
 
 def solve_overlap(alpha, beta, rho, delta, *, xtol=1e-14) -> SolverResult:
@@ -196,33 +200,14 @@ def solve_overlap(alpha, beta, rho, delta, *, xtol=1e-14) -> SolverResult:
         return SolverResult(1.0, True, 0, 0.0, "exact", "alpha = 0: nothing learned")
     if delta == 0 and alpha >= apr - ALPHA_PR_TOL:
         return SolverResult(0.0, True, 0, 0.0, "exact", "alpha >= alpha_PR: perfect recovery")
-    f = _residual_function(alpha, beta_c, rho_c, delta)
+    err = _error_map(alpha, beta_c, rho_c, delta)
     try:
-        lo, hi, f_lo, f_hi = _lower_bracket(f, 1.0)
+        return positive_fixed_point(err, 1.0, xtol=xtol, name=f"BSR overlap at alpha={alpha}")
     except NoBracketError as exc:
         warnings.warn(f"{exc}; alpha={alpha}, beta={beta}, rho={rho}, delta={delta} "
                       f"(alpha_PR={apr}); reporting the bound 1 - q <= 1e-12",
                       ConvergenceWarning, stacklevel=3)
-        return SolverResult(1e-12, False, 4, abs(f(1e-12)), "bracket", str(exc))
-    return find_root(f, lo, hi, f_lo=f_lo, f_hi=f_hi, xtol=xtol, rtol=1e-15,
-                     name=f"BSR overlap at alpha={alpha}")
-
-
-def _lower_bracket(f, hi, candidates=(1e-3, 1e-6, 1e-9, 1e-12)):
-    """Bracket ``[lo, hi]`` of the root of ``f(v) = err(v) - v``: ``f > 0`` at small ``v``.
-
-    Below perfect recovery ``err(v)/v -> alpha_PR/alpha > 1`` as ``v -> 0``, so the
-    positive side is found by moving ``lo`` down geometrically.
-    """
-    upper, f_upper = hi, None
-    for cand in candidates:
-        if cand >= upper:
-            continue
-        val = f(cand)
-        if val > 0:
-            return cand, upper, val, f_upper
-        upper, f_upper = cand, val
-    raise NoBracketError(f"no positive residual down to v = {candidates[-1]} (1 - q smaller)")
+        return SolverResult(1e-12, False, 4, abs(err(1e-12) - 1e-12), "bracket", str(exc))
 
 
 def _precision_solve(alpha, beta, rho, delta, v0, digits):
@@ -328,17 +313,15 @@ def low_rank_point(alpha_lr, beta, delta=0.0) -> LowRankPoint:
     t = math.sqrt(beta)
     a_weak = float(th.low_rank_weak(t, delta)[0])
 
-    def f(v):  # v - (1 - q(h(v))), computed without cancellation
+    def err(v):  # 1 - q(h(v)), computed without cancellation
         hh = a / (delta + v)
-        err = float(th.low_rank_v(hh, t)[0]) if hh * (1 + beta) > t else 1.0
-        return err - v
+        return float(th.low_rank_v(hh, t)[0]) if hh * (1 + beta) > t else 1.0
 
     if a <= a_weak:
         return LowRankPoint(a, beta, delta, 1.0, 0.0, a_weak, True, 0, 0.0)
     if delta == 0 and a >= th.low_rank_strong - ALPHA_PR_TOL:
         return LowRankPoint(a, beta, delta, 0.0, 1.0, a_weak, True, 0, 0.0)
-    lo, hi, f_lo, f_hi = _lower_bracket(f, 1.0)
-    res = find_root(f, lo, hi, f_lo=f_lo, f_hi=f_hi, xtol=1e-15, rtol=1e-15, name=f"low-rank overlap at alpha_lr={a}")
+    res = positive_fixed_point(err, 1.0, xtol=1e-15, name=f"low-rank overlap at alpha_lr={a}")
     v = float(res.value)
     return LowRankPoint(a, beta, delta, v, 1 - v, a_weak, res.converged, res.iterations,
                         res.residual)
@@ -388,40 +371,14 @@ def rie_denoise(R, D, rho, *, divergence: bool = False):
         raise validate.ParameterError("R contains non-finite entries")
     D = validate.real("D", D, low=0, low_open=True)
     rho = validate.real("rho", rho, low=0, low_open=True)
-    transposed = R.shape[0] > R.shape[1]
-    X = R.T if transposed else R
-    d, L = X.shape
+    d, L = sorted(R.shape)
     beta = L / d
-    scale = (d * L) ** 0.25
-    U, s, Vt = np.linalg.svd(X / scale, full_matrices=False)
-    xi, dxi = rie_singular_values(s, beta, rho, D, derivative=True)
-    S = scale * (U * xi) @ Vt
-    S = S.T if transposed else S
-    if not divergence:
-        return S
-    from ..core.matrix_denoising import spectral_divergence
-
-    # F(R) has singular map f(sigma_R) = scale xi(sigma_R/scale), f' = xi'
-    div = spectral_divergence(scale * s, scale * xi, dxi, d, L)
-    return S, div
+    return theory().rie.denoise(R, (math.sqrt(beta), rho, D), (d * L) ** 0.25,
+                                divergence=divergence)
 
 
 def rie_singular_values(sigma, beta, rho, D, *, derivative: bool = False):
     """The RIE map ``xi(sigma)`` on singular values of ``Y`` (``beta >= 1``), and
     optionally ``xi'(sigma) = d xi/dx + d xi/dH H'(sigma)`` (derived symbolically;
     ``H' = Re G'`` by implicit differentiation of the law's polynomial)."""
-    th = theory()
-    if not hasattr(th, "rie_kernel"):
-        xi = M.rie_denoiser()
-        th.rie_kernel = th.kernels.add(
-            Kernel("bsr_rie_xi", (M.x, M.H, M.t, M.D), [xi, sp.diff(xi, M.x), sp.diff(xi, M.H)],
-                   vector_args=(M.x, M.H), doc="rectangular RIE singular-value map and partials"))
-    t = math.sqrt(beta)
-    sigma = np.asarray(sigma, dtype=float)
-    sup = th.law.support(t, rho, D)
-    G = th.law.stieltjes(sigma, t, rho, D, support=sup)
-    out = th.rie_kernel.vec(sigma, G.real, t, D)
-    if not derivative:
-        return out[:, 0]
-    Hp = th.law.stieltjes_derivative(sigma, t, rho, D, G=G).real
-    return out[:, 0], out[:, 1] + out[:, 2] * Hp
+    return theory().rie.singular_values(sigma, (math.sqrt(beta), rho, D), derivative=derivative)

@@ -1,6 +1,7 @@
 """Root and fixed-point solvers shared by every model.
 
 * :func:`find_root` -- bracketed scalar root (Brent, via SciPy) with a result object.
+* :func:`positive_fixed_point` -- ``v = err(v)`` on ``(0, hi]`` bracketed from below.
 * :func:`fixed_point` -- damped fixed-point iteration ``x <- F(x)`` for scalars or
   arrays, with adaptive damping, iteration history and a convergence report.
 * :func:`fixed_points_from_starts` -- the same from several starts (uninformed,
@@ -74,6 +75,32 @@ def find_root(f: Callable[[float], float], lo: float, hi: float, *, xtol=1e-14, 
         warnings.warn(f"{name}: Brent did not converge in {maxiter} iterations "
                       f"({r.flag}); residual {residual:.3g}", ConvergenceWarning, stacklevel=2)
     return SolverResult(x, bool(r.converged), int(r.function_calls), residual, "brent", r.flag)
+
+
+def positive_fixed_point(err: Callable[[float], float], hi: float = 1.0, *,
+                         lows=(1e-3, 1e-6, 1e-9, 1e-12), xtol=1e-14, rtol=1e-15,
+                         name: str = "fixed point") -> SolverResult:
+    """Root ``v* in (0, hi]`` of ``v = err(v)`` for an error map with ``err(v) > v`` as
+    ``v -> 0`` and ``err(hi) <= hi`` (state evolutions written in the error ``v = 1 - q``,
+    where ``err(v)/v`` tends to a ratio > 1 below a perfect-recovery threshold).
+
+    The positive side of ``f(v) = err(v) - v`` is found by moving the lower end down
+    through ``lows``; Brent's method then solves on the bracket.  Raises
+    :class:`NoBracketError` if ``f`` stays non-positive down to ``lows[-1]``.
+    """
+    def f(v):
+        return err(v) - v
+
+    upper, f_upper = hi, None
+    for cand in lows:
+        if cand >= upper:
+            continue
+        val = f(cand)
+        if val > 0:
+            return find_root(f, cand, upper, f_lo=val, f_hi=f_upper, xtol=xtol, rtol=rtol,
+                             name=name)
+        upper, f_upper = cand, val
+    raise NoBracketError(f"{name}: no positive residual err(v) - v down to v = {lows[-1]}")
 
 
 def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ..core.smi import DeterministicReduction, SMIModel
+from ..glm.multi_index import DeterministicReduction, MultiIndexModel
 from ..core.validate import ParameterError, integer, real
 
 SKIP = sp.Symbol("c_skip", positive=True)
@@ -44,7 +44,7 @@ def _activation(name):
 
 
 def deep_attention(depth: int = 2, seq_len: int = 2, rank: int = 1, skip: float = 1.0,
-                   beta: float = 1.0, activation: str = "softmax", variant: str = "tied") -> SMIModel:
+                   beta: float = 1.0, activation: str = "softmax", variant: str = "tied") -> MultiIndexModel:
     """The SMI link of deep attention (smi.md Eq. 6) and, where available, its reduction.
 
     ``depth`` = number of attention layers L, ``seq_len`` = tokens M, ``rank`` = r,
@@ -107,5 +107,5 @@ def deep_attention(depth: int = 2, seq_len: int = 2, rank: int = 1, skip: float 
             observed = tuple((m, m) for m in range(M))
         reduction = DeterministicReduction(solved_rows=groups[-1], mixing=T_L, E=Esym,
                                            head=head, observed=observed, features=features)
-    return SMIModel(name, Z, y, params={SKIP: c, BETA: b}, row_groups=groups,
+    return MultiIndexModel(name, Z, y, params={SKIP: c, BETA: b}, row_groups=groups,
                     reduction=reduction, description=desc)

@@ -6,7 +6,9 @@ import sys
 
 import numpy as np
 
-from ..bsr.cli import _alphas, _format, emit, num
+from ..core.cli_common import alphas_from_args as _alphas
+from ..core.cli_common import check_format as _format
+from ..core.cli_common import emit, num
 from ..core import validate
 from ..core.table import Table
 from ..core.validate import ParameterError
@@ -36,7 +38,7 @@ def build_model(args):
 
 
 def _rule(args):
-    from ..core.smi import TensorRule
+    from ..core.quadrature import TensorRule
 
     n = validate.integer("quadrature-nodes", args.quadrature_nodes, low=2)
     return TensorRule(args.quadrature, n, 6.0)
@@ -67,7 +69,8 @@ def parse_overlap(text: str, P: int) -> np.ndarray:
 
 # ----------------------------------------------------------------------- se
 def cmd_se(args) -> int:
-    from ..core.se import StateEvolution, bayes_error, plugin_error
+    from ..glm.errors import bayes_error, plugin_error
+    from ..glm.se import StateEvolution
 
     _format(args)
     model = build_model(args)
@@ -162,7 +165,7 @@ def _plot_se(table, path):
 
 # ----------------------------------------------------------------------- error
 def cmd_error(args) -> int:
-    from ..core.se import bayes_error, plugin_error
+    from ..glm.errors import bayes_error, plugin_error
 
     _format(args)
     model = build_model(args)
@@ -182,7 +185,7 @@ def cmd_error(args) -> int:
 
 # ----------------------------------------------------------------------- gamp
 def cmd_gamp(args) -> int:
-    from ..core.gamp_tokens import gamp_tokens
+    from ..glm.gamp_tokens import gamp_tokens
     from .data import generate
 
     _format(args)

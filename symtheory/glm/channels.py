@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from .codegen import Kernel
+from ..core.codegen import Kernel
 
 
 class ScalarChannel:

@@ -6,7 +6,7 @@
 
 For the Gaussian prior N(0, I_P) ``F_prior`` is the matrix function of the scalar
 overlap map ``qhat/(1 + qhat)`` *derived* from the prior's log-partition
-(:func:`symtheory.core.priors.gaussian_overlap_map`): the prior is rotation invariant,
+(:func:`symtheory.glm.priors.gaussian_overlap_map`): the prior is rotation invariant,
 so ``F(O diag(l) O^T) = O diag(F(l)) O^T`` (= ``Q_hat (I + Q_hat)^{-1}``).
 
 The expectation is a Monte-Carlo average over ``samples`` draws of ``(xi, eta, noise)``
@@ -26,76 +26,10 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-import sympy as sp
 
-from .codegen import Kernel
-from .priors import gaussian_expectation, gaussian_log_partition, gaussian_overlap_map
-from .solvers import ConvergenceWarning
-
-
-def psd_sqrt(A: np.ndarray) -> np.ndarray:
-    """Symmetric PSD square root by ``eigh`` (negative round-off eigenvalues -> error)."""
-    A = 0.5 * (A + A.T)
-    lam, O = np.linalg.eigh(A)
-    if lam[0] < -1e-12 * max(1.0, abs(lam[-1])):
-        raise ValueError(f"matrix is not positive semidefinite (eigenvalue {lam[0]:.3g})")
-    return (O * np.sqrt(np.clip(lam, 0.0, None))) @ O.T
-
-
-class GaussianPrior:
-    """Standard Gaussian prior N(0, I_P) on each weight column: ``rho = I``."""
-
-    _kernel = None
-
-    def __init__(self):
-        if GaussianPrior._kernel is None:
-            qhat = sp.Symbol("qhat", nonnegative=True)
-            F = gaussian_overlap_map(qhat)
-            GaussianPrior._kernel = Kernel("prior_gaussian_overlap", (qhat,),
-                                           [F, sp.diff(F, qhat)], vector_args=(qhat,),
-                                           doc="overlap map F(qhat) of the N(0,1) prior and dF/dqhat")
-            q = sp.Symbol("q", positive=True)
-            inv = [r for r in sp.solve(sp.Eq(F, q), qhat)]
-            if len(inv) != 1:
-                raise RuntimeError(f"prior overlap map not uniquely invertible: {inv}")
-            GaussianPrior._inverse = Kernel("prior_gaussian_overlap_inverse", (q,), inv,
-                                            vector_args=(q,),
-                                            doc="inverse of the N(0,1) prior overlap map")
-            # psi_P(qhat) = E log Z(qhat w0 + sqrt(qhat) xi, qhat), smi.md 4 (scalar channel)
-            b, A = sp.symbols("b_ A_", real=True)
-            w0, xi = sp.symbols("w0_ xi_", real=True)
-            logZ = gaussian_log_partition(b, A)
-            field = qhat * w0 + sp.sqrt(qhat) * xi
-            psi = sp.simplify(gaussian_expectation(sp.expand(logZ.subs({b: field, A: qhat})), w0, xi))
-            GaussianPrior._psi = Kernel("prior_gaussian_psi", (qhat,), [psi], vector_args=(qhat,),
-                                        doc="prior free-entropy term psi_P(qhat) of N(0,1)")
-
-    def rho(self, P):
-        return np.eye(P)
-
-    def overlap_map(self, Qhat: np.ndarray) -> np.ndarray:
-        """``F_prior(Q_hat)`` as the matrix function of the derived scalar map."""
-        Qhat = 0.5 * (Qhat + Qhat.T)
-        lam, O = np.linalg.eigh(Qhat)
-        if lam[0] < -1e-12 * max(1.0, abs(lam[-1])):
-            raise ValueError(f"Q_hat must be positive semidefinite (eigenvalue {lam[0]:.3g})")
-        f = self._kernel.vec(np.clip(lam, 0.0, None))[:, 0]
-        return (O * f) @ O.T
-
-    def psi(self, Qhat: np.ndarray) -> float:
-        """``psi_P(Q_hat)`` = sum of the derived scalar term over eigenvalues (= Tr Q_hat/2
-        - log det(I + Q_hat)/2 for N(0, I))."""
-        lam = np.linalg.eigvalsh(0.5 * (Qhat + Qhat.T))
-        return float(np.sum(self._psi.vec(np.clip(lam, 0.0, None))[:, 0]))
-
-    def inverse_overlap_map(self, Q: np.ndarray) -> np.ndarray:
-        """``F_prior^{-1}(Q)`` for ``0 <= Q < I`` (derived inverse of the scalar map)."""
-        Q = 0.5 * (Q + Q.T)
-        lam, O = np.linalg.eigh(Q)
-        if lam[0] < -1e-12 or lam[-1] >= 1:
-            raise ValueError(f"Q must satisfy 0 <= Q < I, eigenvalues [{lam[0]:.3g}, {lam[-1]:.3g}]")
-        f = self._inverse.vec(np.clip(lam, 0.0, None))[:, 0]
-        return (O * f) @ O.T
+from ..core.linalg import psd_sqrt
+from ..core.solvers import ConvergenceWarning
+from .priors import GaussianPrior
 
 
 @dataclass
@@ -120,7 +54,7 @@ class SEResult:
 class StateEvolution:
     """SE of an SMI model at sample complexity ``alpha`` (see the module docstring).
 
-    Parameters: ``model`` (:class:`~symtheory.core.smi.SMIModel`), ``alpha > 0``,
+    Parameters: ``model`` (:class:`~symtheory.glm.multi_index.MultiIndexModel`), ``alpha > 0``,
     ``samples`` (Monte-Carlo draws, frozen), ``seed``, ``noise_variance`` (Gaussian
     output noise; ``None`` = noiseless), ``rule`` (quadrature of the channel),
     ``side_information`` lambda >= 0, ``structure`` ('auto', 'block', 'full'),
@@ -327,7 +261,7 @@ class StateEvolution:
         res = np.inf
         kicks = 0
         total = 0
-        from .progress import progress_bar
+        from ..core.progress import progress_bar
 
         bar = progress_bar(range(max_iter * (max_kicks + 1)), desc=f"SE alpha={self.alpha:g}",
                            enabled=progress)
@@ -477,87 +411,3 @@ class StateEvolution:
         for (a, b), v in zip(entries, (sens ** 2) @ (s ** 2)):
             out[a, b] = out[b, a] = np.sqrt(v)
         return out
-
-
-# ---------------------------------------------------------------------- errors
-@dataclass
-class ErrorEstimate:
-    error: float
-    stderr: float
-    kind: str
-    samples: int
-
-
-def _overlap_factors(Q, rho):
-    """Square roots of ``Q`` and ``rho - Q`` after checking ``0 <= Q <= rho``."""
-    Q = np.asarray(Q, dtype=float)
-    P = rho.shape[0]
-    if Q.shape != (P, P):
-        raise ValueError(f"overlap Q must be {P} x {P}, got shape {Q.shape}")
-    if not np.all(np.isfinite(Q)) or not np.allclose(Q, Q.T, atol=1e-12):
-        raise ValueError("overlap Q must be finite and symmetric")
-    lq = np.linalg.eigvalsh(Q)
-    lv = np.linalg.eigvalsh(rho - Q)
-    if lq[0] < -1e-12 or lv[0] < -1e-12:
-        raise ValueError(f"overlap Q must satisfy 0 <= Q <= rho (eigenvalues of Q in "
-                         f"[{lq[0]:.3g}, {lq[-1]:.3g}])")
-    Q = 0.5 * (Q + Q.T)
-    return psd_sqrt(Q), psd_sqrt(rho - Q)
-
-
-def _batched_error(model, Q, per_sample, kind, samples, seed, batch) -> ErrorEstimate:
-    """Monte Carlo over batches: ``per_sample(omega, sv, rng) -> values``."""
-    if int(samples) < 2 or int(batch) < 1:
-        raise ValueError(f"samples must be >= 2 and batch >= 1, got {samples}, {batch}")
-    P, M = model.P, model.M
-    sq, sv = _overlap_factors(Q, np.eye(P))
-    rng = np.random.default_rng(seed)
-    vals = []
-    left = int(samples)
-    while left > 0:
-        b = min(batch, left)
-        omega = np.einsum("ab,sbm->sam", sq, rng.standard_normal((b, P, M)))
-        vals.append(per_sample(omega, sv, rng))
-        left -= b
-    v = np.concatenate(vals)
-    return ErrorEstimate(float(v.mean()), float(v.std(ddof=1) / np.sqrt(len(v))), kind, len(v))
-
-
-def plugin_error(model, Q, *, samples=100000, seed=0, batch=50000) -> ErrorEstimate:
-    """Plug-in error ``E || g(Z) - g(omega) ||_F^2`` (smi.md 10.5, the reference's
-    ``gen_error`` csv): prediction with the mean weights, ``omega = Q^{1/2} xi``,
-    ``Z = omega + (rho - Q)^{1/2} eta``.  Monte Carlo; ``stderr`` = spread/sqrt(samples)."""
-    def per_sample(omega, sv, rng):
-        Z = omega + np.einsum("ab,sbm->sam", sv, rng.standard_normal(omega.shape))
-        d = (model.g(Z) - model.g(omega)).reshape(len(omega), -1)
-        return np.sum(d * d, axis=1)
-
-    return _batched_error(model, Q, per_sample, "plugin", samples, seed, batch)
-
-
-def bayes_error(model, Q, *, samples=200000, inner=4, seed=0, batch=50000) -> ErrorEstimate:
-    """Bayes-optimal generalization error (smi.md Eq. 11)
-
-        E_gen = E || g(Z) ||^2 - E_xi || E_eta g(omega + (rho - Q)^{1/2} eta) ||^2 .
-
-    The squared inner mean is estimated without bias by the U-statistic
-    ``(||sum_k g_k||^2 - sum_k ||g_k||^2) / (K (K - 1))`` over ``K = inner`` independent
-    draws ``g_k = g(omega + (rho - Q)^{1/2} eta_k)`` (no quadrature bias; a Gauss-Hermite
-    rule converges slowly here because ``g`` saturates).  Monte Carlo over ``xi``;
-    ``stderr`` from the per-sample spread."""
-    P, M = model.P, model.M
-    K = int(inner)
-    if K < 2:
-        raise ValueError(f"inner must be >= 2 (unbiased pair estimate), got {inner}")
-
-    def per_sample(omega, sv, rng):
-        b = len(omega)
-        gZ = model.g(omega + np.einsum("ab,sbm->sam", sv, rng.standard_normal(omega.shape)))
-        gZ = gZ.reshape(b, -1)
-        pts = omega[:, None] + np.einsum("ab,skbm->skam", sv, rng.standard_normal((b, K, P, M)))
-        gk = model.g(pts.reshape(-1, P, M)).reshape(b, K, -1)
-        tot = gk.sum(axis=1)
-        sq_mean = (np.sum(tot * tot, axis=1) - np.sum(gk * gk, axis=(1, 2))) / (K * (K - 1))
-        return np.sum(gZ * gZ, axis=1) - sq_mean
-
-    return _batched_error(model, Q, per_sample, "bayes", samples, seed, batch)

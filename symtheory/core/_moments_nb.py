@@ -1,7 +1,7 @@
-"""Numba helpers shared by the generated sequence-multi-index channel drivers.
+"""Numba helpers for generated posterior-moment drivers (weighted quadrature).
 
-The drivers themselves are generated (:mod:`symtheory.core.smi`) because they call
-the model's generated kernels; the model-independent pieces live here.
+The drivers themselves are generated (e.g. by :mod:`symtheory.glm.multi_index`)
+because they call a model's generated kernels; the model-independent pieces live here.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ For ``y_mu ~ P_out(. | <Phi_mu, x*>)``, ``Phi`` of shape ``(n, p)`` with i.i.d. 
 of variance ``1/p`` and ``alpha = n/p``, one iteration reads (e.g. bsr.md 6.1)::
 
     omega = Phi x - V g_prev                     # Onsager-corrected pre-activations
-    g, dg = g_out(y, omega, V), d g_out/d omega  # symbolic channel (core.channels)
+    g, dg = g_out(y, omega, V), d g_out/d omega  # symbolic channel (glm.channels)
     A     = -alpha mean(dg)   ("derivative")  or  alpha mean(g^2)  ("square")
     R     = x + Phi^T g / A                      # ~ x* + N(0, 1/A) entrywise
     x, V  = denoiser(R, 1/A)                     # estimate and its predicted variance
@@ -32,7 +32,7 @@ from typing import Callable
 
 import numpy as np
 
-from .solvers import ConvergenceWarning
+from ..core.solvers import ConvergenceWarning
 
 
 @dataclass
@@ -79,7 +79,7 @@ def gamp(Phi: np.ndarray, y: np.ndarray, *, channel, channel_params=(), denoiser
     converged = diverged = stopped = False
     message = ""
     best = (np.inf, x.copy(), v, 0)
-    from .progress import progress_bar
+    from ..core.progress import progress_bar
 
     it = 0
     for it in progress_bar(range(1, max_iter + 1), desc="GAMP", enabled=progress):

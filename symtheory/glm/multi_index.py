@@ -1,4 +1,4 @@
-"""Sequence multi-index (SMI) models: declaration -> channel, denoiser, moments.
+"""Multi-index models with tokens: declaration -> channel, posterior moments.
 
 A model is declared by its link ``y = g(Z)`` with ``Z = W x / sqrt(D)`` the ``P x M``
 matrix of indices (``P`` index rows, ``M`` tokens), written in SymPy
@@ -37,57 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
-from . import _smi_nb
-from .codegen import Kernel
-
-
-# ---------------------------------------------------------------------- quadrature
-@dataclass(frozen=True)
-class TensorRule:
-    """Tensor quadrature for ``E f(t)``, ``t ~ N(0, I_dim)``.
-
-    ``kind='gauss-hermite'``: probabilists' Gauss-Hermite with ``n`` nodes per axis
-    (exact for polynomials of degree < 2n per axis).  ``kind='uniform'``: ``n``
-    equispaced nodes on ``[-width, width]`` per axis with weights ``phi(t) dt`` (the
-    trapezoidal rule, spectrally accurate for smooth integrands; truncation mass
-    ``2 Phi(-width)`` per axis) -- robust when the integrand is much narrower than the
-    Gaussian (smi.md 10.2).
-    """
-
-    kind: str = "gauss-hermite"
-    n: int = 30
-    width: float = 6.0
-
-    def __post_init__(self):
-        if self.kind not in ("gauss-hermite", "uniform"):
-            raise ValueError(f"quadrature kind must be 'gauss-hermite' or 'uniform', got {self.kind!r}")
-        if int(self.n) < 1:
-            raise ValueError(f"quadrature n must be >= 1, got {self.n}")
-        if not self.width > 0:
-            raise ValueError(f"quadrature width must be > 0, got {self.width}")
-
-    def one_dim(self):
-        if self.kind == "gauss-hermite":
-            x, w = np.polynomial.hermite_e.hermegauss(int(self.n))
-            return x, w / math.sqrt(2 * math.pi)
-        x = np.linspace(-self.width, self.width, int(self.n))
-        dx = x[1] - x[0] if self.n > 1 else 1.0
-        return x, np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi) * dx
-
-    def nodes(self, dim: int):
-        """``(nodes (K, dim), weights (K,))``; ``dim = 0`` gives the single empty node."""
-        if dim == 0:
-            return np.zeros((1, 0)), np.ones(1)
-        x, w = self.one_dim()
-        grids = np.meshgrid(*([x] * dim), indexing="ij")
-        wgrids = np.meshgrid(*([w] * dim), indexing="ij")
-        nodes = np.stack([g.ravel() for g in grids], axis=1)
-        weights = np.prod(np.stack([g.ravel() for g in wgrids], axis=1), axis=1)
-        return np.ascontiguousarray(nodes), np.ascontiguousarray(weights)
-
-    def refined(self):
-        """A finer rule of the same kind (for a-posteriori error estimates)."""
-        return TensorRule(self.kind, 2 * int(self.n) - (self.kind == "uniform"), self.width)
+from ..core.codegen import Kernel
+from ..core.quadrature import TensorRule
 
 
 # ---------------------------------------------------------------------- declaration
@@ -125,7 +76,7 @@ def _random_check(lhs, rhs, symbols, *, trials=6, seed=0, scale=1.0, rtol=1e-9):
     return worst
 
 
-class SMIModel:
+class MultiIndexModel:
     """A sequence multi-index model ``y = g(Z)`` (+ optional Gaussian output noise).
 
     Parameters
@@ -263,9 +214,9 @@ class SMIModel:
     def link_kernel(self) -> Kernel:
         if self._link_kernel is None:
             args = list(self.indices) + list(self.param_symbols)
-            self._link_kernel = Kernel(f"smi_{self.name}_link", args, list(self.link),
+            self._link_kernel = Kernel(f"mi_{self.name}_link", args, list(self.link),
                                        vector_args=list(self.indices),
-                                       doc=f"link g(Z) of the SMI model {self.name}")
+                                       doc=f"link g(Z) of the multi-index model {self.name}")
         return self._link_kernel
 
     def g(self, Z: np.ndarray) -> np.ndarray:
@@ -299,7 +250,7 @@ class _ChannelBase:
     rule: TensorRule
     noise_variance: float | None = None
 
-    def __init__(self, model: SMIModel):
+    def __init__(self, model: MultiIndexModel):
         self.model = model
         self.P, self.M = model.P, model.M
 
@@ -351,7 +302,7 @@ class _ChannelBase:
 class ReducedChannel(_ChannelBase):
     """Noiseless channel by the reduction of smi.md Sec. 9 (see module docstring)."""
 
-    def __init__(self, model: SMIModel):
+    def __init__(self, model: MultiIndexModel):
         super().__init__(model)
         red = model.reduction
         self.free_rows = np.array(model.free_rows, dtype=np.int64)
@@ -361,19 +312,19 @@ class ReducedChannel(_ChannelBase):
         branches = model.derive_branches()
         self.n_branches = len(branches)
         pars = list(model.param_symbols)
-        self.branch_kernel = Kernel(f"smi_{model.name}_branches", list(Y) + pars,
+        self.branch_kernel = Kernel(f"mi_{model.name}_branches", list(Y) + pars,
                                     [e for Ek in branches for e in Ek], vector_args=list(Y),
                                     doc=f"inversion branches y -> E of {model.name}")
         Es = list(red.E)
-        self.head_kernel = Kernel(f"smi_{model.name}_head", Es + pars,
+        self.head_kernel = Kernel(f"mi_{model.name}_head", Es + pars,
                                   list(red.head) + [model.derive_output_jacobian()],
                                   vector_args=Es,
                                   doc=f"head(E) and det d y_obs/dE of {model.name}")
         u_syms = [model.indices[a, m] for a in model.free_rows for m in range(model.M)]
         self.mixing_kernel = Kernel(
-            f"smi_{model.name}_mixing", u_syms + pars, list(red.mixing),
+            f"mi_{model.name}_mixing", u_syms + pars, list(red.mixing),
             doc=f"mixing matrix T(u) of {model.name}",
-            extra_imports=("symtheory.core._smi_nb",),
+            extra_imports=("symtheory.core._moments_nb",),
             extra_source=self._driver_source(len(u_syms), len(pars)))
 
     def _driver_source(self, n_u, n_par):
@@ -457,7 +408,7 @@ class GaussianNoiseChannel(_ChannelBase):
     per axis differ by < 0.1% at Delta = 0.5 and by 0.7% at Delta = 0.05.  Exact for the
     linear Gaussian channel up to the rule's polynomial degree."""
 
-    def __init__(self, model: SMIModel):
+    def __init__(self, model: MultiIndexModel):
         super().__init__(model)
         Y = model.output_symbols
         delta = sp.Symbol("Delta_noise", positive=True)
@@ -469,9 +420,9 @@ class GaussianNoiseChannel(_ChannelBase):
         zs = list(model.indices)
         self.n_out = n_out
         self.loglik_kernel = Kernel(
-            f"smi_{model.name}_gaussloglik", list(Y) + zs + pars, [loglik],
+            f"mi_{model.name}_gaussloglik", list(Y) + zs + pars, [loglik],
             doc=f"log P_out(y|Z) of {model.name} with Gaussian output noise",
-            extra_imports=("symtheory.core._smi_nb",),
+            extra_imports=("symtheory.core._moments_nb",),
             extra_source=_NOISY_TEMPLATE.replace("CALL_ARGS", ", ".join(
                 [f"y[s, {i}]" for i in range(n_out)]
                 + [f"z[{a}, {m}]" for a in range(model.P) for m in range(model.M)]
@@ -532,7 +483,7 @@ def {name}_reduced(Ebr, logjac, valid, omega, pars, free_rows, solved_rows, Luu,
                         Tw[i, jj] = tout[i * M + jj]
                     for q in range(r):
                         Ew[i, q] = Ebr[s, k, i * r + q]
-                ldT = symtheory.core._smi_nb.lu_solve_logdet(Tw, Ew, X)
+                ldT = symtheory.core._moments_nb.lu_solve_logdet(Tw, Ew, X)
                 if ldT == -math.inf:
                     continue
                 lp = 0.0
@@ -552,7 +503,7 @@ def {name}_reduced(Ebr, logjac, valid, omega, pars, free_rows, solved_rows, Luu,
                     for q in range(r):
                         zs[cnt, solved_rows[q] * M + m] = X[m, q]
                 cnt += 1
-        out_logZ[s] = symtheory.core._smi_nb.weighted_moments(logw, zs, cnt, out_mean[s], out_cov[s])
+        out_logZ[s] = symtheory.core._moments_nb.weighted_moments(logw, zs, cnt, out_mean[s], out_cov[s])
 '''
 
 _NOISY_TEMPLATE = '''
@@ -580,5 +531,5 @@ def {name}_noisy(y, omega, pars, L, tn, tw, out_logZ, out_mean, out_cov):
             for a in range(P):
                 for m in range(M):
                     zs[j, a * M + m] = z[a, m]
-        out_logZ[s] = symtheory.core._smi_nb.weighted_moments(logw, zs, Kn, out_mean[s], out_cov[s])
+        out_logZ[s] = symtheory.core._moments_nb.weighted_moments(logw, zs, Kn, out_mean[s], out_cov[s])
 '''

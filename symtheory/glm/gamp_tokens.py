@@ -12,8 +12,8 @@ Data ``x_mu in R^{D x M}`` (stored as ``X[mu, i, m]``), outputs ``y_mu``; weight
     W, C    = (I + A)^{-1} B,  (I + A)^{-1}              (Gaussian prior input functions)
     damping theta:  W <- theta W_new + (1 - theta) W   (theta = 1: undamped)
 
-The Gaussian prior's ``f_in``/``C_in`` are the matrix form of the derived scalar
-input functions (``log Z = b^2/(2(1+A)) - log(1+A)/2``).  The trace records per
+The prior's ``f_in``/``C_in`` come from :meth:`GaussianPrior.input_functions`, the
+matrix form of the scalar input functions derived from its log-partition.  The trace records per
 iteration and per index row the teacher overlap ``M_aa = W_a . W*_a / D``, the self
 overlap ``Q_aa`` and the cosine similarity; non-finite values or a non-positive
 ``I + A`` stop the run with a message (never silently).
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .solvers import ConvergenceWarning
+from ..core.solvers import ConvergenceWarning
 
 
 @dataclass
@@ -41,7 +41,7 @@ class TokenGampResult:
 
 def gamp_tokens(X, y, channel, *, damping=1.0, max_iter=50, tol=1e-6, W0=None, seed=0,
                 init_scale=1.0, side_information=0.0, side_observation=None, truth=None,
-                variance_floor=0.0, progress=False, callback=None) -> TokenGampResult:
+                variance_floor=0.0, progress=False, callback=None, prior=None) -> TokenGampResult:
     """Run Algorithm 1; see the module docstring.
 
     ``W0`` defaults to ``init_scale`` times a standard Gaussian matrix (seeded; the
@@ -69,6 +69,10 @@ def gamp_tokens(X, y, channel, *, damping=1.0, max_iter=50, tol=1e-6, W0=None, s
         raise ValueError(f"side_information must be finite and >= 0, got {side_information}")
     if side_information > 0 and side_observation is None:
         raise ValueError("side_information > 0 needs side_observation S = sqrt(lambda) W* + noise")
+    if prior is None:
+        from .priors import GaussianPrior
+
+        prior = GaussianPrior()
     rng = np.random.default_rng(seed)
     W = (init_scale * rng.standard_normal((P, D)) if W0 is None else np.array(W0, dtype=float))
     C = np.eye(P)
@@ -77,7 +81,7 @@ def gamp_tokens(X, y, channel, *, damping=1.0, max_iter=50, tol=1e-6, W0=None, s
     trace = []
     converged = diverged = False
     message = ""
-    from .progress import progress_bar
+    from ..core.progress import progress_bar
 
     def record(it, W, V, change):
         row = {"iteration": it, "change": change, "V": V.copy()}
@@ -108,12 +112,11 @@ def gamp_tokens(X, y, channel, *, damping=1.0, max_iter=50, tol=1e-6, W0=None, s
         if side_information > 0:
             A = A + side_information * np.eye(P)
             B = B + np.sqrt(side_information) * side_observation
-        lam = np.linalg.eigvalsh(np.eye(P) + A)
-        if lam[0] <= 0:
-            diverged, message = True, f"iteration {it}: I + A not positive definite (eig {lam[0]:.3g})"
+        try:
+            W_new, C_new = prior.input_functions(A, B)
+        except ValueError as exc:
+            diverged, message = True, f"iteration {it}: {exc}"
             break
-        C_new = np.linalg.inv(np.eye(P) + A)
-        W_new = C_new @ B
         W_new = damping * W_new + (1 - damping) * W
         C = damping * C_new + (1 - damping) * C
         change = float(np.mean((W_new - W) ** 2))

@@ -1,0 +1,189 @@
+"""Priors, symbolically: log-partition -> input functions -> overlap (state-evolution) map.
+
+For a prior ``P_W`` the scalar input channel observes ``b = A w0 + sqrt(A) xi``; the
+log-partition is ``log Z(b, A) = log int dP_W(w) exp(b w - A w^2/2)``, the posterior
+mean ``f_in = d log Z / d b`` and the overlap map ``F(A) = E[f_in(b, A)^2]`` (Bayes
+optimal, Nishimori).  For the standard Gaussian prior everything is polynomial and
+SymPy carries out the Gaussian expectations exactly.
+"""
+from __future__ import annotations
+
+import numpy as np
+import sympy as sp
+
+from ..core.codegen import Kernel
+
+
+def gaussian_log_partition(b, A, variance=1):
+    """``log int N(w; 0, variance) exp(b w - A w^2/2) dw``, computed by SymPy."""
+    w = sp.Symbol("w_", real=True)
+    s2 = sp.sympify(variance)
+    integrand = sp.exp(-w**2 / (2 * s2) + b * w - A * w**2 / 2) / sp.sqrt(2 * sp.pi * s2)
+    Z = sp.integrate(integrand, (w, -sp.oo, sp.oo), conds="none")
+    return sp.simplify(sp.log(sp.simplify(Z)))
+
+
+def gaussian_expectation(expr, *variables):
+    """Exact ``E[expr]`` over independent N(0, 1) ``variables`` (polynomial expr)."""
+    e = sp.expand(expr)
+    for v in variables:
+        poly = sp.Poly(e, v)
+        out = sp.Integer(0)
+        for (k,), c in poly.terms():
+            if k % 2 == 0:
+                out += c * sp.factorial2(k - 1) if k > 0 else c
+        e = sp.expand(out)
+    return e
+
+
+def gaussian_overlap_map(qhat=None, variance=1):
+    """Overlap map ``q = F(qhat)`` of a Gaussian prior N(0, variance), derived.
+
+    ``F(qhat) = E[f_in(b, qhat)^2]`` with ``b = qhat w0 + sqrt(qhat) xi``, ``w0`` drawn
+    from the prior.  For N(0, 1) this is ``qhat/(1 + qhat)``.
+    """
+    qhat = qhat if qhat is not None else sp.Symbol("qhat", nonnegative=True)
+    b = sp.Symbol("b_", real=True)
+    A = sp.Symbol("A_", nonnegative=True)
+    f_in = sp.diff(gaussian_log_partition(b, A, variance), b)
+    w0, xi = sp.symbols("w0_ xi_", real=True)
+    sd = sp.sqrt(sp.sympify(variance))
+    field = qhat * sd * w0 + sp.sqrt(qhat) * xi
+    F = gaussian_expectation(sp.expand(f_in.subs({b: field, A: qhat})**2), w0, xi)
+    return sp.simplify(sp.factor(F))
+
+
+class GaussianPrior:
+    """Standard Gaussian prior N(0, I_P) on each weight column: ``rho = I``."""
+
+    _kernel = None
+
+    def __init__(self):
+        if GaussianPrior._kernel is None:
+            qhat = sp.Symbol("qhat", nonnegative=True)
+            F = gaussian_overlap_map(qhat)
+            GaussianPrior._kernel = Kernel("prior_gaussian_overlap", (qhat,),
+                                           [F, sp.diff(F, qhat)], vector_args=(qhat,),
+                                           doc="overlap map F(qhat) of the N(0,1) prior and dF/dqhat")
+            q = sp.Symbol("q", positive=True)
+            inv = [r for r in sp.solve(sp.Eq(F, q), qhat)]
+            if len(inv) != 1:
+                raise RuntimeError(f"prior overlap map not uniquely invertible: {inv}")
+            GaussianPrior._inverse = Kernel("prior_gaussian_overlap_inverse", (q,), inv,
+                                            vector_args=(q,),
+                                            doc="inverse of the N(0,1) prior overlap map")
+            # psi_P(qhat) = E log Z(qhat w0 + sqrt(qhat) xi, qhat), smi.md 4 (scalar channel)
+            b, A = sp.symbols("b_ A_", real=True)
+            w0, xi = sp.symbols("w0_ xi_", real=True)
+            logZ = gaussian_log_partition(b, A)
+            field = qhat * w0 + sp.sqrt(qhat) * xi
+            psi = sp.simplify(gaussian_expectation(sp.expand(logZ.subs({b: field, A: qhat})), w0, xi))
+            GaussianPrior._psi = Kernel("prior_gaussian_psi", (qhat,), [psi], vector_args=(qhat,),
+                                        doc="prior free-entropy term psi_P(qhat) of N(0,1)")
+            # input functions: f_in = d logZ/db, c_in = d f_in/db.  For the Gaussian prior
+            # f_in is linear in b, so the matrix form is f_in(B, A) = c_in(A) B exactly.
+            f_in = sp.diff(logZ, b)
+            c_in = sp.simplify(sp.diff(f_in, b))
+            if c_in.has(b) or sp.simplify(f_in - c_in * b) != 0:
+                raise RuntimeError(f"Gaussian prior: f_in is not linear in b ({f_in})")
+            GaussianPrior._c_in = Kernel("prior_gaussian_c_in", (A,), [c_in], vector_args=(A,),
+                                         doc="posterior variance c_in(A) of the N(0,1) prior")
+
+    def rho(self, P):
+        return np.eye(P)
+
+    def input_functions(self, A: np.ndarray, B: np.ndarray):
+        """Matrix input functions ``(f_in, C_in)`` for a column observed through
+        ``exp(-w^T A w/2 + B^T w)`` (GAMP, arXiv:2502.00901 Algorithm 1): the derived
+        scalar ``c_in`` applied to the eigenvalues of ``A`` (rotation invariance),
+        ``C_in = c_in(A) = (I + A)^{-1}`` and ``f_in = C_in B``.  ``A`` must keep
+        ``I + A`` positive definite (``ValueError`` otherwise)."""
+        A = 0.5 * (A + A.T)
+        lam, O = np.linalg.eigh(A)
+        if lam[0] <= -1.0:
+            raise ValueError(f"I + A must be positive definite (eigenvalue of A {lam[0]:.3g})")
+        C = (O * self._c_in.vec(lam)[:, 0]) @ O.T
+        return C @ B, C
+
+    def overlap_map(self, Qhat: np.ndarray) -> np.ndarray:
+        """``F_prior(Q_hat)`` as the matrix function of the derived scalar map."""
+        Qhat = 0.5 * (Qhat + Qhat.T)
+        lam, O = np.linalg.eigh(Qhat)
+        if lam[0] < -1e-12 * max(1.0, abs(lam[-1])):
+            raise ValueError(f"Q_hat must be positive semidefinite (eigenvalue {lam[0]:.3g})")
+        f = self._kernel.vec(np.clip(lam, 0.0, None))[:, 0]
+        return (O * f) @ O.T
+
+    def psi(self, Qhat: np.ndarray) -> float:
+        """``psi_P(Q_hat)`` = sum of the derived scalar term over eigenvalues (= Tr Q_hat/2
+        - log det(I + Q_hat)/2 for N(0, I))."""
+        lam = np.linalg.eigvalsh(0.5 * (Qhat + Qhat.T))
+        return float(np.sum(self._psi.vec(np.clip(lam, 0.0, None))[:, 0]))
+
+    def inverse_overlap_map(self, Q: np.ndarray) -> np.ndarray:
+        """``F_prior^{-1}(Q)`` for ``0 <= Q < I`` (derived inverse of the scalar map)."""
+        Q = 0.5 * (Q + Q.T)
+        lam, O = np.linalg.eigh(Q)
+        if lam[0] < -1e-12 or lam[-1] >= 1:
+            raise ValueError(f"Q must satisfy 0 <= Q < I, eigenvalues [{lam[0]:.3g}, {lam[-1]:.3g}]")
+        f = self._inverse.vec(np.clip(lam, 0.0, None))[:, 0]
+        return (O * f) @ O.T
+
+
+class RectangularRIE:
+    """Rotation-invariant estimator (RIE) of a rectangular matrix from a noisy observation.
+
+    The prior of ``S`` is bi-rotation invariant; the observation is ``R = S + sqrt(D) Z``.
+    The Bayes-optimal spectral denoiser keeps the singular vectors of ``Y = R/scale``
+    and maps each singular value by ``xi(x, H(x))``, ``H`` the Hilbert transform of the
+    asymptotic symmetrized singular-value law of ``Y`` (Troiani et al., arXiv:2203.07752).
+    The family declares ``law`` (an :class:`~symtheory.core.spectral.AlgebraicSpectralLaw`)
+    and ``xi`` (SymPy, in ``x``, ``H`` and the law's parameters); this class generates
+    ``xi`` and its partial derivatives, evaluates ``H`` on and off the support, and
+    returns the exact divergence of the finite-size denoiser (Onsager term of GAMP).
+    """
+
+    def __init__(self, name, law, xi, x, H, params):
+        self.law = law
+        self.params = tuple(params)
+        used = tuple(p for p in self.params if p in xi.free_symbols)
+        self._xi_params = used
+        self._index = [self.params.index(p) for p in used]
+        self.kernel = Kernel(f"{name}_rie_xi", (x, H) + used,
+                             [xi, sp.diff(xi, x), sp.diff(xi, H)], vector_args=(x, H),
+                             doc="RIE singular-value map xi(x, H) and its partial derivatives")
+
+    def singular_values(self, sigma, law_params, *, derivative: bool = False):
+        """``xi(sigma)`` at the law's parameters, and optionally the total derivative
+        ``xi'(sigma) = d xi/dx + d xi/dH H'(sigma)`` (``H' = Re G'`` by implicit
+        differentiation of the law's polynomial)."""
+        sigma = np.asarray(sigma, dtype=float)
+        sup = self.law.support(*law_params)
+        G = self.law.stieltjes(sigma, *law_params, support=sup)
+        out = self.kernel.vec(sigma, G.real, *[law_params[i] for i in self._index])
+        if not derivative:
+            return out[:, 0]
+        Hp = self.law.stieltjes_derivative(sigma, *law_params, G=G).real
+        return out[:, 0], out[:, 1] + out[:, 2] * Hp
+
+    def denoise(self, R, law_params, scale: float, *, divergence: bool = False):
+        """Estimate of ``S`` from ``R`` (any orientation; the law is for the wide one).
+
+        ``scale`` normalizes ``R`` to ``Y = R/scale`` whose singular values follow the
+        law.  With ``divergence=True`` also returns ``sum_ij dS_hat_ij/dR_ij`` (exact,
+        from the spectral-estimator formula and ``xi'``).
+        """
+        from ..core.matrix_denoising import spectral_divergence
+
+        R = np.asarray(R, dtype=float)
+        transposed = R.shape[0] > R.shape[1]
+        X = R.T if transposed else R
+        m, n = X.shape
+        U, s, Vt = np.linalg.svd(X / scale, full_matrices=False)
+        xi, dxi = self.singular_values(s, law_params, derivative=True)
+        S = scale * (U * xi) @ Vt
+        S = S.T if transposed else S
+        if not divergence:
+            return S
+        # F(R) has singular map f(sigma_R) = scale xi(sigma_R/scale), f' = xi'
+        return S, spectral_divergence(scale * s, scale * xi, dxi, m, n)
