@@ -16,3 +16,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 #: reference data from the papers' public code (vendored copy, see reference/README.md)
 REFERENCE = Path(os.environ.get("SYMTHEORY_REFERENCE", Path(__file__).resolve().parent / "reference"))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--refresh-golden", action="store_true", default=False,
+                     help="rewrite the generated-kernel snapshots under tests/golden/")
