@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import uuid
@@ -149,10 +150,11 @@ def _open_workspace(configured: Path) -> Workspace:
             f"directory could be created as a fallback ({exc}); set {ENV_VAR} to a writable "
             f"directory") from exc
     atexit.register(shutil.rmtree, tmp, ignore_errors=True)
-    warn(f"the symtheory cache {configured} cannot be written ({reason}); its entries are "
-         f"used read-only and anything new is compiled into the temporary directory {tmp}, "
-         f"deleted at exit.  Make {configured} writable or set {ENV_VAR} to a writable "
-         f"directory to keep compiled kernels.")
+    reuse = ("its entries are used read-only and anything new is"
+             if _kind(configured / "kernels") == "dir" else "kernels are")
+    warn(f"the symtheory cache {configured} cannot be written ({reason}); {reuse} compiled "
+         f"into the temporary directory {tmp}, deleted at exit.  Make {configured} writable "
+         f"or set {ENV_VAR} to a writable directory to keep compiled kernels.")
     return Workspace(configured, tmp)
 
 
@@ -331,6 +333,18 @@ def record_entries(directory: Path, prefix: str) -> None:
 
 
 # ---------------------------------------------------------------- maintenance
+def _kind(path: Path) -> str:
+    """'missing', 'dir', 'file' or 'unreachable (<reason>)' -- without raising
+    (``Path.exists``/``is_dir`` raise PermissionError for an untraversable parent)."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return "missing"
+    except OSError as exc:  # PermissionError on a parent, ELOOP
+        return f"unreachable ({exc.strerror or exc})"
+    return "dir" if stat.S_ISDIR(st.st_mode) else "file"
+
+
 def _tree_stats(d: Path) -> dict:
     files = nbytes = 0
     errors: list[str] = []
@@ -349,28 +363,31 @@ def _tree_stats(d: Path) -> dict:
 
 
 def cache_info() -> dict:
-    """What the cache holds: per part, files and bytes; creates nothing, never raises
+    """What the cache holds: per part, files and bytes; creates nothing and never raises
     for an unusable location (``problem`` then says what is wrong and what to do)."""
     root = cache_dir()
     info: dict = {"path": str(root)}
-    if not root.exists():
+    kind = _kind(root)
+    if kind == "missing":
         info["exists"] = False
         info["note"] = "no cache yet (created on first use)"
         return info
     info["exists"] = True
-    if not root.is_dir():
-        info["problem"] = (f"{root} is not a directory: set {ENV_VAR} to a directory "
+    if kind != "dir":
+        what = "not a directory" if kind == "file" else kind
+        info["problem"] = (f"{root} is {what}: set {ENV_VAR} to a directory you can write "
                            f"(or unset it) for kernels to be cached")
         return info
     info["writable"] = _writable(root)
     for sub in SUBDIRS:
         d = root / sub
-        if d.is_dir():
+        sub_kind = _kind(d)
+        if sub_kind == "dir":
             info[sub] = _tree_stats(d)
-        elif d.exists():
-            info[sub] = {"problem": f"{d} is not a directory"}
-        else:
+        elif sub_kind == "missing":
             info[sub] = {"files": 0, "bytes": 0}
+        else:
+            info[sub] = {"problem": f"{d} is {'not a directory' if sub_kind == 'file' else sub_kind}"}
     if not info["writable"]:
         info["problem"] = (f"{root} is not writable: its kernels are loaded read-only and new "
                            f"ones are compiled into a temporary directory per process; make it "
@@ -389,16 +406,18 @@ def clear_cache() -> int:
     """
     root = cache_dir()
     _WORKSPACES.pop(root, None)
-    if not root.exists():
+    kind = _kind(root)
+    if kind == "missing":
         return 0
-    if not root.is_dir():
-        raise CacheError(f"{root} is not a directory, so there is no symtheory cache to clear; "
-                         f"set {ENV_VAR} to a directory (or unset it)")
+    if kind != "dir":
+        what = "not a directory" if kind == "file" else kind
+        raise CacheError(f"{root} is {what}, so there is no symtheory cache to clear there; "
+                         f"set {ENV_VAR} to a directory you can write (or unset it)")
     removed = 0
     failed: list[OSError] = []
     for sub in SUBDIRS:
         d = root / sub
-        if not d.is_dir():
+        if _kind(d) != "dir":
             continue
         for dirpath, dirnames, filenames in os.walk(d, topdown=False, onerror=failed.append):
             for name in filenames:

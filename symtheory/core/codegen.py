@@ -84,6 +84,21 @@ def _numba_cache_path(py_file: Path) -> Path:
     return py_file.parent / "__pycache__"
 
 
+_WARNED_LOCATIONS: set = set()
+
+
+def _check_location(label: str, py_file: Path, actual) -> None:
+    """Warn once per directory when Numba caches ``label`` elsewhere than expected:
+    its user-wide fallback, used when the directory beside the source is not
+    writable, is invisible to ``symtheory cache info|clear``."""
+    expected = _numba_cache_path(py_file)
+    actual = Path(actual)
+    if actual != expected and actual not in _WARNED_LOCATIONS:
+        _WARNED_LOCATIONS.add(actual)
+        cache.warn(f"Numba caches {label} in {actual} because {expected} is not writable; "
+                   f"`symtheory cache clear` does not remove that directory")
+
+
 def _cache_totals(dispatchers) -> tuple[int, int]:
     hits = sum(sum(d.stats.cache_hits.values()) for d in dispatchers)
     misses = sum(sum(d.stats.cache_misses.values()) for d in dispatchers)
@@ -121,6 +136,7 @@ class LazyDispatcher:
         if self.dispatcher in _FIRST_CALLED:
             return self.dispatcher(*args, **kwargs)
         directory = Path(self.dispatcher.stats.cache_path)
+        _check_location(self._label, self._file, directory)
         repairs = cache.verify_entries(directory, self._prefix)
         hits0, misses0 = _cache_totals([self.dispatcher])
         t0 = time.perf_counter()
@@ -419,6 +435,7 @@ class Kernel:
             disp.append(getattr(module, f"{self.name}_vec"))
         hits, misses = _cache_totals(disp)
         status = "loaded" if hits and not misses else "compiled"
+        _check_location(f"kernel {self.name}", path, disp[0].stats.cache_path)
         cache.record_entries(pycache, f"{modname}.")
         LOADED[modname] = KernelLoad(self.name, modname, str(path), status, seconds)
         log.info("kernel %s %s in %.3f s (%s)", self.name, status, seconds, path)
