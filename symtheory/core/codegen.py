@@ -105,6 +105,20 @@ def _cache_totals(dispatchers) -> tuple[int, int]:
     return hits, misses
 
 
+def _retry_after_purge(call, directory: Path, prefix: str, repairs: list):
+    """``call()``; if it raises what a damaged Numba entry raises and there were
+    entries starting with ``prefix`` to blame, delete them (noted in ``repairs``) and
+    call once more -- an error that persists is genuine and propagates."""
+    try:
+        return call()
+    except DAMAGED_ENTRY_ERRORS as exc:
+        purged = cache.purge_entries(directory, prefix)
+        if not purged:
+            raise
+        repairs.append(f"{', '.join(purged)} ({type(exc).__name__}: {exc})")
+    return call()
+
+
 def _warn_repaired(what: str, where, repairs) -> None:
     cache.warn(f"symtheory: rebuilt damaged cache entries of {what} in {where}: "
                + "; ".join(repairs))
@@ -140,15 +154,8 @@ class LazyDispatcher:
         repairs = cache.verify_entries(directory, self._prefix)
         hits0, misses0 = _cache_totals([self.dispatcher])
         t0 = time.perf_counter()
-        try:
-            result = self.dispatcher(*args, **kwargs)
-        except DAMAGED_ENTRY_ERRORS as exc:
-            purged = cache.purge_entries(directory, self._prefix)
-            if not purged:
-                raise
-            repairs.append(f"{', '.join(purged)} ({type(exc).__name__}: {exc})")
-            t0 = time.perf_counter()
-            result = self.dispatcher(*args, **kwargs)
+        result = _retry_after_purge(lambda: self.dispatcher(*args, **kwargs), directory,
+                                    self._prefix, repairs)
         seconds = time.perf_counter() - t0
         _FIRST_CALLED.add(self.dispatcher)
         hits, misses = _cache_totals([self.dispatcher])
@@ -173,7 +180,7 @@ _FIRST_CALLED: set = set()
 
 def logged_dispatcher(dispatcher):
     """``dispatcher`` wrapped to log its first call (see :class:`LazyDispatcher`);
-    the raw dispatcher itself once that call is done (or if it compiles eagerly)."""
+    the raw dispatcher itself once that call is done."""
     if dispatcher in _FIRST_CALLED:
         return dispatcher
     return LazyDispatcher(dispatcher)
@@ -365,9 +372,9 @@ class Kernel:
     def extra(self, attr: str):
         """A function defined by ``extra_source`` in the generated module (compiled at
         its first call, which is logged: see :func:`logged_dispatcher`)."""
-        value = getattr(self._load(), attr.format(name=self.name))
         from numba.extending import is_jitted
 
+        value = getattr(self._load(), attr.format(name=self.name))
         return logged_dispatcher(value) if is_jitted(value) else value
 
     @property
@@ -420,15 +427,8 @@ class Kernel:
         pycache = _numba_cache_path(path)
         repairs += cache.verify_entries(pycache, f"{modname}.")
         t0 = time.perf_counter()
-        try:
-            module = self._exec(modname, path)
-        except DAMAGED_ENTRY_ERRORS as exc:
-            purged = cache.purge_entries(pycache, f"{modname}.")
-            if not purged:
-                raise
-            repairs.append(f"{', '.join(purged)} ({type(exc).__name__}: {exc})")
-            t0 = time.perf_counter()
-            module = self._exec(modname, path)
+        module = _retry_after_purge(lambda: self._exec(modname, path), pycache,
+                                    f"{modname}.", repairs)
         seconds = time.perf_counter() - t0
         disp = [getattr(module, self.name)]
         if self.vector_args:
