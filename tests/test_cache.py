@@ -443,3 +443,16 @@ def test_numba_fallback_location_is_not_silent(tmp_path, monkeypatch):
     monkeypatch.setattr(codegen, "_numba_cache_path", lambda py_file: expected_dir)
     with pytest.warns(CacheWarning, match=f"in {tmp_path / '__pycache__'} because {expected_dir}"):
         assert codegen.JitModule(mod).inc(1) == 2
+
+
+def test_dispatcher_without_disk_cache_is_logged_too(caplog):
+    import numba
+
+    @numba.njit
+    def plus_one(v):
+        return v + 1
+
+    with caplog.at_level(logging.INFO, logger="symtheory.kernels"):
+        assert codegen.logged_dispatcher(plus_one)(1) == 2
+    assert "plus_one compiled in" in caplog.text and "not cached on disk" in caplog.text
+    assert codegen.logged_dispatcher(plus_one) is plus_one

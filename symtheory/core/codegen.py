@@ -26,6 +26,7 @@ by high-precision solves.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import logging
@@ -147,28 +148,38 @@ class LazyDispatcher:
         return getattr(self.dispatcher, name)
 
     def __call__(self, *args, **kwargs):
-        if self.dispatcher in _FIRST_CALLED:
-            return self.dispatcher(*args, **kwargs)
-        directory = Path(self.dispatcher.stats.cache_path)
-        _check_location(self._label, self._file, directory)
-        repairs = cache.verify_entries(directory, self._prefix)
-        hits0, misses0 = _cache_totals([self.dispatcher])
+        disp = self.dispatcher
+        if disp in _FIRST_CALLED:
+            return disp(*args, **kwargs)
+        call = functools.partial(disp, *args, **kwargs)
+        where = disp.stats.cache_path  # None: a dispatcher without cache=True
+        directory = Path(where) if where else None
+        repairs = []
+        if directory is not None:
+            _check_location(self._label, self._file, directory)
+            repairs = cache.verify_entries(directory, self._prefix)
+        n_overloads = len(disp.overloads)
+        hits0, misses0 = _cache_totals([disp])
         t0 = time.perf_counter()
-        result = _retry_after_purge(lambda: self.dispatcher(*args, **kwargs), directory,
-                                    self._prefix, repairs)
+        result = call() if directory is None else _retry_after_purge(
+            call, directory, self._prefix, repairs)
         seconds = time.perf_counter() - t0
-        _FIRST_CALLED.add(self.dispatcher)
-        hits, misses = _cache_totals([self.dispatcher])
-        if misses > misses0 or hits > hits0:
-            status = "compiled" if misses > misses0 else "loaded"
-            cache.record_entries(directory, self._prefix)
-            LOADED[self._label] = KernelLoad(self.dispatcher.py_func.__qualname__,
-                                             self.dispatcher.py_func.__module__,
-                                             str(self._file), status, seconds)
-            log.info("jit %s %s in %.3f s (first call, %s)", self._label, status, seconds,
-                     directory)
+        _FIRST_CALLED.add(disp)
+        hits, misses = _cache_totals([disp])
+        if misses > misses0 or (hits == hits0 and len(disp.overloads) > n_overloads):
+            status = "compiled"
+        elif hits > hits0:
+            status = "loaded"
         else:  # compiled earlier in this process, e.g. as a callee of another function
             log.debug("jit %s already in memory (first call %.3f s)", self._label, seconds)
+            status = None
+        if status:
+            if directory is not None:
+                cache.record_entries(directory, self._prefix)
+            LOADED[self._label] = KernelLoad(disp.py_func.__qualname__, disp.py_func.__module__,
+                                             str(self._file), status, seconds)
+            log.info("jit %s %s in %.3f s (first call, %s)", self._label, status, seconds,
+                     directory or "not cached on disk")
         if repairs:
             _warn_repaired(f"function {self._label}", directory, repairs)
         return result
