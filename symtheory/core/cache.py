@@ -257,10 +257,17 @@ def purge_entries(directory: Path, prefix: str) -> list[str]:
         files = sorted(p for p in Path(directory).iterdir() if p.name.startswith(prefix))
     except FileNotFoundError:
         return removed
+    except OSError as exc:  # unreadable directory: nothing can be purged
+        warn(f"cannot inspect the Numba cache {directory} ({exc}); if loading fails, "
+             f"delete the files starting with {prefix!r} there")
+        return removed
     for p in files:
         try:
             p.unlink()
         except FileNotFoundError:  # removed concurrently
+            continue
+        except OSError as exc:  # PermissionError, read-only file system
+            warn(f"damaged cache entry {p} could not be deleted ({exc}); delete it by hand")
             continue
         removed.append(p.name)
     stem = prefix.split(".", 1)[0]
@@ -296,13 +303,16 @@ def verify_entries(directory: Path, prefix: str) -> list[str]:
             ok = _sha256(path) == digest
         except FileNotFoundError:
             continue
+        except OSError as exc:  # unreadable: Numba cannot load it either, and will recompile
+            log.info("cannot verify %s (%s)", path, exc)
+            continue
         if not ok:
             function_prefix = name.split("-", 1)[0] + "-"
             bad[function_prefix] = name
     repairs = []
     for function_prefix, name in bad.items():
-        purge_entries(directory, function_prefix)
-        repairs.append(f"{directory / name} (checksum mismatch)")
+        if purge_entries(directory, function_prefix):
+            repairs.append(f"{directory / name} (checksum mismatch)")
     return repairs
 
 
@@ -317,7 +327,7 @@ def record_entries(directory: Path, prefix: str) -> None:
     try:
         files = [p for p in directory.iterdir()
                  if p.name.startswith(prefix) and p.name.endswith(".nbc")]
-    except FileNotFoundError:
+    except OSError:  # missing or unreadable: nothing to protect
         return
     for p in files:
         try:
@@ -327,6 +337,9 @@ def record_entries(directory: Path, prefix: str) -> None:
                 continue
             new[p.name] = [st.st_size, st.st_mtime_ns, _sha256(p)]
         except FileNotFoundError:  # replaced concurrently; recorded by its writer
+            continue
+        except OSError as exc:  # unreadable: left unprotected
+            log.info("cannot record checksum of %s (%s)", p, exc)
             continue
     if new != sums:
         _write_manifest(manifest, new)
