@@ -19,13 +19,22 @@ from .core.validate import ParameterError
 
 
 def _cache(args) -> int:
+    """``cache info`` prints what it finds (exit 0, a problem noted on stderr);
+    ``cache clear`` exits 2 with a message saying what to do if it cannot clear."""
     from .core import cache
 
     if args.action == "clear":
-        n = cache.clear_cache()
+        try:
+            n = cache.clear_cache()
+        except cache.CacheError as exc:
+            print(f"symtheory: error: {exc}", file=sys.stderr)
+            return 2
         print(f"removed {n} files from {cache.cache_dir()}")
     else:
-        print(json.dumps(cache.cache_info(), indent=1))
+        info = cache.cache_info()
+        print(json.dumps(info, indent=1))
+        if "problem" in info:
+            print(f"symtheory: note: {info['problem']}", file=sys.stderr)
     return 0
 
 
