@@ -26,9 +26,9 @@ _EXPORTS = {
     "SEResult": "se",
     "bayes_error": "errors",
     "plugin_error": "errors",
-    "gamp": "gamp",
-    "gamp_tokens": "gamp_tokens",
 }
+# The GAMP engines are imported from their modules (``from symtheory.glm.gamp_tokens import
+# gamp_tokens``): a lazy attribute with the name of a submodule would be shadowed by it.
 
 __all__ = sorted(_EXPORTS)
 
