@@ -61,6 +61,7 @@ def test_precision_prints_the_requested_digits(capsys):
     assert len(row["mmse"].split(".")[1]) == 20          # 20 significant digits (0.59...)
     assert row["mmse"].startswith("0.5902453914318674")
     assert float(row["digits_confirmed"]) >= 20
+    assert_columns_described(["bsr", "theory"], list(row))
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -165,24 +166,53 @@ def _generic(column):
     return re.sub(r"^cosine\d$", "cosine a", column)
 
 
-@pytest.mark.parametrize("argv", [
-    ["bsr", "theory", "--alpha", "0.3", "--beta", "2", "--rho", "0.5", "--quiet"],
-    ["bsr", "theory", "--alpha", "0.3", "--beta", "2", "--rho", "0.5", "--precision", "6", "--quiet"],
-    ["bsr", "mnne-threshold", "--beta", "2", "--rho", "0.3"],
-    ["smi", "error", "--model", "outer-product", "--overlap", "0.5", "--samples", "1000"],
-    ["smi", "se", "--model", "outer-product", "--seq-len", "1", "--alpha", "0.5", "--samples",
-     "500", "--error-samples", "500", "--quiet"],
-])
-def test_help_lists_every_output_column(argv, capsys):
+def assert_columns_described(argv, header):
     from symtheory.cli import build_parser
 
-    code, out, err = run(argv, capsys)
-    assert code == 0, err
-    header = out.splitlines()[0].split(",")
     parser = dict(_subcommands(build_parser()))[tuple(argv[:2])]
     text = " ".join(parser.description.split())
     missing = [c for c in header if _generic(c) not in text]
     assert not missing, f"columns not described in --help: {missing}"
+
+
+@pytest.mark.parametrize("argv", [
+    ["bsr", "theory", "--alpha", "0.3", "--beta", "2", "--rho", "0.5", "--quiet"],
+    ["bsr", "mnne-threshold", "--beta", "2", "--rho", "0.3"],
+    ["smi", "error", "--model", "outer-product", "--overlap", "0.5", "--samples", "1000"],
+    pytest.param(["smi", "se", "--model", "outer-product", "--seq-len", "1", "--alpha", "0.5",
+                  "--samples", "500", "--error-samples", "500", "--quiet"],
+                 marks=pytest.mark.slow),
+    pytest.param(["smi", "gamp", "--model", "outer-product", "--d", "50", "--alpha", "3",
+                  "--max-iter", "3", "--quiet"], marks=pytest.mark.slow),
+    pytest.param(["bsr", "gamp", "--d", "20", "--beta", "1", "--rho", "0.5", "--alpha", "0.3",
+                  "--max-iter", "5", "--quiet"], marks=pytest.mark.slow),
+    pytest.param(["bsr", "gd", "--d", "10", "--beta", "1", "--rho", "0.5", "--alpha", "0.5",
+                  "--steps", "10", "--runs", "2", "--quiet"], marks=pytest.mark.slow),
+])
+def test_help_lists_every_output_column(argv, capsys):
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    assert_columns_described(argv, out.splitlines()[0].split(","))
+
+
+def test_damping_zero_is_the_engines_undamped_run(capsys):
+    """--damping 0 (weight of the previous iterate) must be the engine's default run."""
+    from symtheory.core.quadrature import TensorRule
+    from symtheory.glm.gamp_tokens import gamp_tokens
+    from symtheory.smi import outer_product
+    from symtheory.smi.data import generate
+
+    code, out, err = run(["smi", "gamp", "--model", "outer-product", "--d", "100", "--alpha", "3",
+                          "--max-iter", "5", "--damping", "0", "--quiet"], capsys)
+    assert code == 0, err
+    model = outer_product(2)
+    data = generate(model, 100, 3.0, seed=0)
+    channel = model.channel(None, TensorRule("gauss-hermite", 30, 6.0))   # the CLI's default
+    res = gamp_tokens(data.X, data.y, channel, max_iter=5, seed=2, init_scale=0.1,
+                      truth=data.W)
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert not res.diverged and len(rows) == 6
+    assert [float(r["cosine1"]) for r in rows] == [float(t["cosine"][0]) for t in res.trace]
 
 
 # ------------------------------------------------------------------ model files
