@@ -125,6 +125,7 @@ def test_every_option_has_help_and_every_task_a_description():
 
     missing = []
     for path, p in _subcommands(build_parser()):
+        assert p.format_help()           # renders ('%' in a help text would raise here)
         if path[:1] == ("cache",):       # the cache subcommand belongs to the cache module
             continue
         for a in p._actions:

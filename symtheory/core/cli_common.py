@@ -118,14 +118,6 @@ def int_arg(option: str, *, low=None, high=None):
     return converter(lambda t: validate.integer(option, t, low=low, high=high), "integer")
 
 
-def range_help(**bounds) -> str:
-    """The ``[low, high)`` text of ``bounds`` for help strings."""
-    rng = validate.interval(bounds.get("low"), bounds.get("high"),
-                            low_open=bounds.get("low_open", False),
-                            high_open=bounds.get("high_open", False))
-    return rng[:-1] + "]" if bounds.get("allow_inf") else rng
-
-
 def num(name):
     """A plain real-number converter (no range); prefer :func:`real_arg`."""
     return converter(lambda t: validate.real(name, t, allow_inf=True), "real")
@@ -159,22 +151,24 @@ class _AlphaGrid(argparse.Action):
         super().__init__(*args, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        start, stop, n = values
         try:
-            bounds = dict(low=0.0, low_open=self.positive)
-            start = validate.real("--alpha-grid START", start, **bounds)
-            stop = validate.real("--alpha-grid STOP", stop, **bounds)
-            n = validate.integer("--alpha-grid NUM", n, low=1, high=MAX_GRID)
+            setattr(namespace, self.dest, _checked_grid(*values, positive=self.positive))
         except ParameterError as exc:
             raise argparse.ArgumentError(self, str(exc)) from None
-        setattr(namespace, self.dest, (start, stop, n))
+
+
+def _checked_grid(start, stop, n, *, positive=False):
+    bounds = dict(low=0.0, low_open=positive)
+    return (validate.real("--alpha-grid START", start, **bounds),
+            validate.real("--alpha-grid STOP", stop, **bounds),
+            validate.integer("--alpha-grid NUM", n, low=1, high=MAX_GRID))
 
 
 def add_alpha(p, *, what: str, positive: bool = False, many: bool = True,
               required: bool = True) -> None:
     """``--alpha`` (one or several) or ``--alpha-grid START STOP NUM`` (exclusive)."""
     bounds = dict(low=0.0, low_open=positive)
-    rng = range_help(**bounds)
+    rng = validate.interval(**bounds)
     if not many:
         p.add_argument("--alpha", type=real_arg("--alpha", **bounds), required=required,
                        metavar="A", help=f"sample ratio alpha = {what}, in {rng}")
@@ -244,10 +238,7 @@ def alphas_from_args(args):
         alpha = alpha if isinstance(alpha, (list, tuple)) else [alpha]
         return [validate.real("--alpha", a, low=0) for a in alpha]
     if grid is not None:
-        start, stop, n = grid
-        start = validate.real("--alpha-grid START", start, low=0)
-        stop = validate.real("--alpha-grid STOP", stop, low=0)
-        n = validate.integer("--alpha-grid NUM", n, low=1, high=MAX_GRID)
+        start, stop, n = _checked_grid(*grid)
         if n == 1:
             return [start]
         step = (stop - start) / (n - 1)
@@ -260,9 +251,10 @@ def check_format(args):
 
 
 # ----------------------------------------------------------------------- output
-def _write_all(folder: Path, writers: dict) -> list:
+def _write_all(folder: Path, writers: dict, where: str = "--out") -> list:
     """Run ``writers[name](tmp_path)`` for every file, then rename all into ``folder``:
-    on any error nothing is left behind (temporary files and created folders removed)."""
+    on any error nothing is left behind (temporary files and created folders removed);
+    an ``OSError`` becomes a :class:`ParameterError` naming ``where``."""
     import tempfile
 
     created = []
@@ -292,7 +284,7 @@ def _write_all(folder: Path, writers: dict) -> list:
             except OSError:
                 pass
         if isinstance(exc, OSError):
-            raise ParameterError(f"--out {folder} is not writable: {exc.strerror or exc}") from None
+            raise ParameterError(f"{where} {folder} is not writable: {exc.strerror or exc}") from None
         raise
     return [final.resolve() for _, final in temps]
 
@@ -312,15 +304,15 @@ def emit(table, args, stem: str, plot=None) -> int:
     writers = {}
     if out is None:
         sys.stdout.write(table.to_csv() if fmt == "csv" else table.to_json())
-        folder = Path.cwd()
+        folder, where = Path.cwd(), "the current folder (no --out given)"
     else:
-        folder = Path(out)
+        folder, where = Path(out), "--out"
         writers[f"{stem}.{fmt}"] = table.to_csv if fmt == "csv" else table.to_json
         writers[f"{stem}.params.json"] = table.write_params
     if want_plot:
         writers[f"{stem}.png"] = lambda path: plot(table, path)
     if writers:
-        for path in _write_all(folder, writers):
+        for path in _write_all(folder, writers, where):
             print(f"wrote {path}", file=sys.stderr)
     return 0
 
@@ -331,13 +323,12 @@ def summarized_warnings(stream=None):
     """Show each warning once per place it is issued from; at the end, one line per
     place that warned again, with the count (a sweep can warn at every point)."""
     stream = stream or sys.stderr
-    counts, first = {}, {}
+    counts = {}
 
     def show(message, category, filename, lineno, file=None, line=None):
         key = (category, filename, lineno)
         counts[key] = counts.get(key, 0) + 1
         if counts[key] == 1:
-            first[key] = str(message)
             print(f"symtheory: warning: {category.__name__}: {message}", file=stream)
 
     with warnings.catch_warnings():

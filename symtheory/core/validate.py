@@ -13,10 +13,11 @@ class ParameterError(ValueError):
     """A parameter is outside its domain."""
 
 
-def interval(low=None, high=None, *, low_open=False, high_open=False) -> str:
-    """``[low, high)``-style text of a range; ``None`` ends are infinite (always open)."""
-    lo_b = "(" if low_open or low is None else "["
-    hi_b = ")" if high_open or high is None else "]"
+def interval(low=None, high=None, *, low_open=False, high_open=False, allow_inf=False) -> str:
+    """``[low, high)``-style text of a range.  A ``None`` end is infinite: open, or closed
+    when ``allow_inf`` admits that infinity (``(0, inf]``)."""
+    lo_b = "(" if low_open or (low is None and not allow_inf) else "["
+    hi_b = ")" if high_open or (high is None and not allow_inf) else "]"
     return f"{lo_b}{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}{hi_b}"
 
 
@@ -27,11 +28,7 @@ def real(name: str, value, *, low=None, high=None, low_open=False, high_open=Fal
     ``allow_inf`` admits ``+inf`` (when ``high`` is ``None``) and ``-inf`` (when ``low``
     is ``None``); NaN is always refused.
     """
-    rng = interval(low, high, low_open=low_open, high_open=high_open)
-    if allow_inf and high is None:
-        rng = rng[:-1] + "]"
-    if allow_inf and low is None:
-        rng = "[" + rng[1:]
+    rng = interval(low, high, low_open=low_open, high_open=high_open, allow_inf=allow_inf)
     try:
         v = float(value)
     except (TypeError, ValueError, OverflowError):
