@@ -429,7 +429,8 @@ def test_cli_writes_table_params_and_plot(tmp_path, trained):
     stem = "aim_gd_T2_softmax_rho0.5_d30"
     with open(out / f"{stem}.csv") as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == 2 and {"alpha", "mse_single", "mse_averaged", "grad_norm_max"} <= set(rows[0])
+    assert len(rows) == 2
+    assert {"alpha", "mse_single", "mse_averaged", "grad_norm_max", "compile_seconds"} <= set(rows[0])
     assert all(float(r["mse_averaged"]) <= float(r["mse_single"]) for r in rows)
     params = json.loads((out / f"{stem}.params.json").read_text())
     assert params["students"] == 8 and params["lr"] == 0.1 and params["steps"] == 1000

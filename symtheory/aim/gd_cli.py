@@ -33,10 +33,12 @@ GD_DESCRIPTION = describe(
     "(over students), mse_averaged = (1/d)||mean_m S_m - S||_F^2 (averaged GD), students, "
     "final_loss_max and grad_norm_max (largest final training loss and gradient norm over "
     "students: the run's residual), diverged (students with non-finite weights, left out), "
-    "seconds (wall time of the run).  Needs JAX and optax: pip install 'symtheory[gd]'.",
+    "seconds and compile_seconds (wall time of the training run and of its compilation).  "
+    "Needs JAX and optax: pip install 'symtheory[gd]'.",
     example="""\
-        example (the paper's protocol at d = 100, about a minute per alpha):
-          symtheory aim gd --alpha 0.05 0.1 0.15 --rho 0.5 --seq-len 2 --students 16 --out gd --plot""")
+        example (the paper's protocol at d = 100; minutes per alpha on two cores):
+          symtheory aim gd --alpha 0.05 0.1 0.15 --rho 0.5 --seq-len 2 --students 16 \\
+              --out gd --plot""")
 
 
 def register_gd(aim_subparsers) -> None:
