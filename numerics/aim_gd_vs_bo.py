@@ -3,7 +3,9 @@
 Softmax AIM, tied prior S = W W^T/sqrt(r d), same-architecture students trained by Adam
 (lr 0.1, 1000 full-batch steps, W ~ N(0, 1)), as in the paper's GD_softmax_averaged.py.
 Single runs are compared with twice the Bayes error (a posterior sample has twice the MMSE),
-the average of the students' S (AGD) with the Bayes error itself.
+the average of the students' S (AGD) with the Bayes error itself.  AGD with M students
+exceeds the error of the students' mean by V/M (V their variance); the column
+gd_averaged_limit removes it without bias (GDResult.mse_averaged_limit).
 
 The Bayes curve is the authors' state-evolution file SE_softmax_T=2_rho=<rho>.csv,
 interpolated linearly and mapped to other T by the collapse alpha (T^2+T-2) (aim.md 3.4);
@@ -110,6 +112,7 @@ def main():
         mine = range(i * teachers, (i + 1) * teachers)     # gd_curve's row order
         single = np.asarray([table.columns["mse_single"][k] for k in mine])
         averaged = np.asarray([table.columns["mse_averaged"][k] for k in mine])
+        limit = np.asarray([table.columns["mse_averaged_limit"][k] for k in mine])
         sem = (lambda v: float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1
                else math.nan)
         rows.append({
@@ -118,6 +121,8 @@ def main():
             "gd_single": float(single.mean()), "gd_single_sem": sem(single),
             "gd_averaged": float(averaged.mean()), "gd_averaged_sem": sem(averaged),
             "averaged_minus_bayes": float(averaged.mean() - bayes[i]),
+            "gd_averaged_limit": float(limit.mean()), "gd_averaged_limit_sem": sem(limit),
+            "limit_minus_bayes": float(limit.mean() - bayes[i]),
             "single_over_bayes": float(single.mean() / bayes[i]) if bayes[i] > 0 else math.nan,
             "ref_d200_single": float(ref_single[i]), "ref_d200_averaged": float(ref_avg[i]),
             "final_loss_max": max(table.columns["final_loss_max"][k] for k in mine),
@@ -142,6 +147,9 @@ def main():
                 fmt="o", color="C0", label=f"single GD, d={d}")
     ax.errorbar(x, [r["gd_averaged"] for r in rows], yerr=[r["gd_averaged_sem"] for r in rows],
                 fmt="s", color="C1", label=f"averaged GD ({students} students), d={d}")
+    ax.errorbar(x, [r["gd_averaged_limit"] for r in rows],
+                yerr=[r["gd_averaged_limit_sem"] for r in rows], fmt="^", color="C2",
+                label=r"averaged GD, estimate for $\infty$ students")
     ax.plot(x, ref_single, "o", mfc="none", color="C0", label="single GD, d=200 (authors)")
     ax.plot(x, ref_avg, "s", mfc="none", color="C1", label="averaged GD (32), d=200 (authors)")
     ax.set_xscale("log")

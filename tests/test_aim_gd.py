@@ -324,6 +324,36 @@ def test_averaged_gd_beats_single_runs(trained):
     assert res.mse_averaged < res.mse_single / 1.3
 
 
+def test_averaged_limit_is_unbiased_for_infinitely_many_students():
+    """mse_averaged - spread/(M - 1) estimates the error of the students' mean without
+    bias: synthetic 'students' W_m = W_c + noise, K draws of M = 4, against the error of
+    the mean of 10^5 draws; Monte Carlo, 5 standard errors."""
+    from symtheory.aim.gd import GDResult
+
+    rng = np.random.default_rng(0)
+    d, r, M, K = 6, 3, 4, 2000
+    S_true = aim_data.teacher_matrix(rng.standard_normal((d, r)))
+    W_c = rng.standard_normal((d, r))
+    draw = lambda m: W_c + 0.5 * rng.standard_normal((m, d, r))
+    mean_S = np.mean(aim_data.teacher_matrix(draw(100_000)), axis=0)
+    want = aim_data.mse(mean_S, S_true)
+    est, plain = [], []
+    for _ in range(K):
+        W = draw(M)
+        S = aim_data.teacher_matrix(W)
+        res = GDResult(W=W, mse_students=aim_data.mse(S, S_true),
+                       mse_averaged=float(aim_data.mse(S.mean(axis=0), S_true)),
+                       loss=np.zeros((1, M)), mse_history=np.zeros((1, M)),
+                       mse_averaged_history=np.zeros(1), grad_norm=np.zeros(M),
+                       diverged=np.zeros(M, bool), seconds=0.0, compile_seconds=0.0)
+        est.append(res.mse_averaged_limit)
+        plain.append(res.mse_averaged)
+    est, plain = np.asarray(est), np.asarray(plain)
+    assert abs(est.mean() - want) < 5 * est.std(ddof=1) / math.sqrt(K)
+    # the plain average of 4 students is biased upwards, by V/M: the test can tell
+    assert plain.mean() - want > 5 * plain.std(ddof=1) / math.sqrt(K)
+
+
 @needs_jax
 @pytest.mark.parametrize("kwargs, name", [
     (dict(students=0), "students"), (dict(steps=0), "steps"), (dict(lr=0.0), "lr"),
@@ -448,19 +478,43 @@ def reference_bayes_t2(alphas, rho=0.5):
     return np.where(alphas > a[-1], 0.0, np.interp(alphas, a, m))
 
 
+def reference_gd_averaged_t2(alphas):
+    """The authors' averaged GD (d = 200, 32 students, 16 teachers), T = 2, rho = 0.5."""
+    path = REFERENCE / "GD_averaged" / "GD_softmax_D=200_rho=0.5_T=2_averages=32.csv"
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    out = []
+    for a in alphas:
+        hit = [float(r["mmse"]) for r in rows if math.isclose(float(r["alpha"]), a, rel_tol=1e-9)]
+        out.append(hit[0])
+    return np.asarray(out)
+
+
 @pytest.mark.slow
 @needs_jax
 @needs_reference
 def test_acceptance_averaged_gd_reaches_the_bayes_curve():
-    """aim.md 6 at d = 100, 16 students, softmax T = 2, rho = 0.5, Adam lr 0.1, 1000 steps:
-    averaged GD within 0.05 of the Bayes MSE (the authors' SE file until the package's
-    theory lands) at three alphas of the authors' grid, and single GD near twice Bayes at
-    the smallest.  See the report / numerics/aim_gd_vs_bo.py for the whole curve."""
+    """aim.md 6 at d = 100, 16 students, softmax T = 2, rho = 0.5, Adam lr 0.1, 1000 steps,
+    one teacher per alpha, at three points of the authors' grid (alpha = 0.0505, 0.103,
+    0.210; alpha_PR = 0.1875).  Bayes = the authors' SE file (until the package's theory
+    lands).  Measured with 2 teachers (numerics/aim_gd_vs_bo.py): averaged GD exceeds Bayes
+    by 0.054 and 0.063 below alpha_PR; V/M (M = 16) is part of it, and the unbiased
+    estimate for infinitely many students (mse_averaged_limit) sits 0.019 and 0.038 above
+    Bayes: the bound 0.05 holds for it, not for 16 students.  Past alpha_PR, GD recovers S
+    (0.020).  The authors' d = 200 averaged GD (32 students) lies 0.007 and 0.004 from ours
+    (bound 0.05: teacher-to-teacher std ~0.015 plus 1/16 - 1/32 of V ~ 0.02).  Single GD is
+    1.81 x Bayes at alpha = 0.0505 (a posterior sample: 2 x)."""
     from symtheory.aim.gd import gd_curve
 
-    alphas = [float(a) for a in np.geomspace(0.0012, 0.3, 32)[[28, 29, 30]]]
+    alphas = [float(a) for a in np.geomspace(0.0012, 0.3, 32)[[21, 25, 29]]]
     t = gd_curve(alphas, d=100, rho=0.5, seq_len=2, students=16, teachers=1, seed=0)
     bayes = reference_bayes_t2(t["alpha"])
-    print("alpha", t["alpha"], "bayes", bayes, "averaged", t["mse_averaged"],
-          "single", t["mse_single"])
-    assert np.all(np.abs(t["mse_averaged"] - bayes) < 0.05)
+    authors = reference_gd_averaged_t2(alphas)
+    print("alpha", t["alpha"], "\nbayes", bayes, "\naveraged", t["mse_averaged"],
+          "\nlimit", t["mse_averaged_limit"], "\nsingle", t["mse_single"],
+          "\nauthors d=200", authors, "\nseconds", t["seconds"])
+    below = slice(0, 2)
+    assert np.all(np.abs(t["mse_averaged_limit"][below] - bayes[below]) < 0.05)
+    assert np.all(np.abs(t["mse_averaged"][below] - authors[below]) < 0.05)
+    assert abs(t["mse_averaged"][2] - bayes[2]) < 0.05
+    assert 1.6 < t["mse_single"][0] / bayes[0] < 2.2

@@ -81,6 +81,18 @@ class GDResult:
         return float(np.mean(ok)) if ok.size else math.nan
 
     @property
+    def mse_averaged_limit(self) -> float:
+        """Unbiased estimate of the error of the average over infinitely many students on
+        these data, ``mse_averaged - spread/(M - 1)`` with ``spread = mean_m (1/d)||S_m -
+        S_bar||^2 = mse_single - mse_averaged``.  The students are i.i.d. given the data,
+        so ``E mse_averaged = B + V/M`` and ``E spread = V (M - 1)/M`` (``B`` the error of
+        their mean, ``V`` their variance); NaN for fewer than two students."""
+        m = int(np.sum(~self.diverged))
+        if m < 2:
+            return math.nan
+        return self.mse_averaged - (self.mse_single - self.mse_averaged) / (m - 1)
+
+    @property
     def final_loss(self) -> np.ndarray:
         return self.loss[-1]
 
@@ -219,8 +231,8 @@ def gd_curve(alphas, *, d: int = 100, rho: float = 0.5, seq_len: int = 2,
     aim_data.check_link(link, seq_len, inv_temp)
     import_jax()
     cols = {k: [] for k in ("alpha", "n", "teacher", "mse_single", "mse_single_std",
-                            "mse_averaged", "students", "final_loss_max", "grad_norm_max",
-                            "diverged", "seconds", "compile_seconds")}
+                            "mse_averaged", "mse_averaged_limit", "students", "final_loss_max",
+                            "grad_norm_max", "diverged", "seconds", "compile_seconds")}
     runs = [(i, a, j) for i, a in enumerate(alphas) for j in range(teachers)]
     for i, a, j in progress_bar(runs, desc="GD", enabled=progress):
         data = aim_data.generate(d, a, rho=rho, seq_len=seq_len, link=link, inv_temp=inv_temp,
@@ -232,7 +244,8 @@ def gd_curve(alphas, *, d: int = 100, rho: float = 0.5, seq_len: int = 2,
                          ("mse_single", res.mse_single),
                          ("mse_single_std", float(np.std(res.mse_students[ok])) if ok.any()
                           else math.nan),
-                         ("mse_averaged", res.mse_averaged), ("students", students),
+                         ("mse_averaged", res.mse_averaged),
+                         ("mse_averaged_limit", res.mse_averaged_limit), ("students", students),
                          ("final_loss_max", float(np.max(res.final_loss))),
                          ("grad_norm_max", float(np.max(res.grad_norm))),
                          ("diverged", int(res.diverged.sum())), ("seconds", res.seconds),
@@ -245,7 +258,8 @@ def gd_curve(alphas, *, d: int = 100, rho: float = 0.5, seq_len: int = 2,
             "seeds": "data (seed, i, j, 0), students (seed, i, j, 1) for alpha i, teacher j",
             "columns": "alpha = n/d^2 realised; mse_single = mean over students of "
                        "(1/d)||S_m - S||_F^2 (std over students in mse_single_std); "
-                       "mse_averaged = (1/d)||mean_m S_m - S||_F^2; final_loss_max, "
+                       "mse_averaged = (1/d)||mean_m S_m - S||_F^2; mse_averaged_limit = "
+                       "unbiased estimate of it for infinitely many students; final_loss_max, "
                        "grad_norm_max = largest final training loss and gradient norm over "
                        "students; seconds = wall time of the training run, compile_seconds "
                        "= of its compilation (about 0 when the shape was compiled before)"}

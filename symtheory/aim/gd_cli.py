@@ -30,7 +30,9 @@ GD_DESCRIPTION = describe(
     "/ d.  --students students start from independent initialisations on the same data.",
     "Columns (one row per alpha and teacher): alpha (realised n/d^2), n, teacher, mse_single "
     "= mean over students of (1/d)||S_m - S||_F^2 (1 for S_hat = sqrt(rho) I), mse_single_std "
-    "(over students), mse_averaged = (1/d)||mean_m S_m - S||_F^2 (averaged GD), students, "
+    "(over students), mse_averaged = (1/d)||mean_m S_m - S||_F^2 (averaged GD), "
+    "mse_averaged_limit = mse_averaged - (mse_single - mse_averaged)/(students - 1) (an "
+    "unbiased estimate of the error for infinitely many students), students, "
     "final_loss_max and grad_norm_max (largest final training loss and gradient norm over "
     "students: the run's residual), diverged (students with non-finite weights, left out), "
     "seconds and compile_seconds (wall time of the training run and of its compilation).  "
