@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .smi.cli import register as register_smi
 
     register_smi(sub)
+    from .aim.cli import register as register_aim; register_aim(sub)  # noqa: E702
 
     c = sub.add_parser("cache", help="the generated-kernel cache")
     c.add_argument("action", choices=("info", "clear"))
