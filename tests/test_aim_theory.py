@@ -269,6 +269,25 @@ def test_constraints_per_sample_are_derived():
     assert lr.singular_gap > 15
 
 
+def test_linear_rank_channel_gout():
+    """g_out = P_perp(u* - omega)/(V + sigma^2) is orthogonal to the link's kernel and
+    E||g_out||^2 = k/(V + sigma^2) (aim.md 3.4): Monte Carlo within 4 standard errors."""
+    from symtheory.glm.spectral_se import LinearRankChannel
+
+    lr = M.link_rank(3, "softmax")
+    V, s2 = 0.3, 0.1
+    ch = LinearRankChannel.from_link(lr, noise=s2)
+    rng = np.random.default_rng(7)
+    omega = rng.standard_normal((40000, lr.n_inputs))
+    u_star = omega + math.sqrt(V + s2) * rng.standard_normal(omega.shape)
+    u_star += rng.standard_normal((len(omega), 1)) * lr.kernel[:, 0]   # any preimage
+    g = ch.gout(u_star, omega, V)
+    assert np.max(np.abs(g @ lr.kernel)) < 1e-12
+    sq = np.sum(g * g, axis=1)
+    assert abs(sq.mean() - ch.fisher(None, V)) < 4 * sq.std() / math.sqrt(len(sq))
+    assert ch.fisher(None, V) == 5 / (V + s2)
+
+
 def test_softmax_inversion_reveals_the_projected_indices():
     """The channel is linear-rank: log-ratios of y recover h - h_TT J exactly, which has
     the same output (aim.md 3.4)."""
@@ -503,6 +522,23 @@ def test_cli_precision_column(capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     row = dict(zip(lines[0].split(","), lines[1].split(",")))
     assert float(row["digits_confirmed"]) >= 8 and row["mmse"].startswith("0.3921960")
+    # rho = inf: the closed form in mpmath at 20 and 40 digits
+    assert main(["aim", "theory", "--alpha", "0.05", "--rho", "inf", "--seq-len", "1",
+                 "--link", "identity", "--delta", "0.1", "--precision", "20", "--quiet"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    row = dict(zip(lines[0].split(","), lines[1].split(",")))
+    assert float(row["digits_confirmed"]) >= 20 and len(row["mmse"]) >= 21
+
+
+def test_cli_writes_table_parameters_and_plot(tmp_path, capsys):
+    from symtheory.cli import main
+
+    assert main(["aim", "theory", "--alpha", "0.2", "0.3", "0.8", "--rho", "0", "--seq-len",
+                 "2", "--no-gen-error", "--out", str(tmp_path), "--plot"]) == 0
+    stem = "aim_bo_T2_softmax_rho0_delta0"
+    text = (tmp_path / f"{stem}.csv").read_text().splitlines()
+    assert text[0].startswith("alpha_bar,mmse") and text[2].split(",")[1] == "0.96"
+    assert (tmp_path / f"{stem}.params.json").exists() and (tmp_path / f"{stem}.png").exists()
 
 
 def test_cli_help_states_the_quantities(capsys):
@@ -525,6 +561,7 @@ def test_cli_help_states_the_quantities(capsys):
     (["--alpha", "0.1", "--rho", "0.5", "--seq-len", "2", "--precision", "0"], "precision"),
     (["--alpha", "0.1", "--rho", "0.5", "--seq-len", "2", "--gen-samples", "1"], "gen-samples"),
     (["--alpha", "0.1", "--rho", "0.5", "--seq-len", "2", "--format", "xml"], "format"),
+    (["--alpha", "0.1", "--rho", "0", "--seq-len", "2", "--precision", "5"], "precision"),
 ])
 def test_cli_bad_input_names_the_parameter(argv, name, capsys):
     from symtheory.cli import main

@@ -6,6 +6,7 @@ import math
 from ..core import validate
 from ..core.cli_common import alphas_from_args, check_format, emit, num
 from ..core.table import Table
+from ..core.validate import ParameterError
 
 NORMALIZATION = (
     "Model (Boncoraglio et al., arXiv:2506.01582; docs/theory/aim.md): tokens x_1..x_T ~ "
@@ -51,6 +52,9 @@ def cmd_theory(args) -> int:
         validate.integer("precision", args.precision, low=1)
     stem = f"aim_bo_T{seq_len}_{link}_rho{rho:g}_delta{delta:g}"
     if rho == 0:
+        if args.precision is not None:
+            raise ParameterError("precision applies to rho > 0 (the rho -> 0 limit is a "
+                                 "closed form evaluated in float64)")
         rows = {k: [] for k in ("alpha_bar", "mmse", "q", "gen_error", "gen_error_stderr",
                                 "alpha_bar_wr", "alpha_bar_pr", "converged", "iterations",
                                 "residual")}

@@ -121,15 +121,20 @@ def link_rank(seq_len: int, link: str):
     return spectral_se.jacobian_rank(out, u, points=3)
 
 
-def noise_per_index():
-    """u-space variance of the output noise: ``delta/(2 - delta_ab)`` on ``h_ab``
-    (aim.md 1.2) mapped through ``u_aa = h_aa/sqrt(2)``, ``u_ab = h_ab``.  Raises if the
-    result is not isotropic; returns ``delta/2``."""
-    var_diag = (delta / (2 - 1)) / sp.sqrt(2) ** 2      # Var(h_aa) / sqrt(2)^2
-    var_off = delta / (2 - 0)                            # Var(h_ab), a != b
-    if sp.simplify(var_diag - var_off) != 0:
-        raise RuntimeError("output noise is not isotropic in u-space")
-    return sp.simplify(var_off)
+def noise_per_index(seq_len: int = 3):
+    """u-space variance of the output noise (aim.md 1.2): independent noise of variance
+    ``delta/(2 - delta_ab)`` on each ``h_ab`` (``a <= b``) mapped through the inverse of
+    ``h(u)`` (:func:`index_symbols`).  Raises unless it is isotropic; returns it
+    (``delta/2``)."""
+    u, h, pairs = index_symbols(seq_len)
+    h_entries = [h[a, b] for a, b in pairs]
+    du_dh = sp.Matrix(h_entries).jacobian(u).inv()          # u = du_dh h (linear)
+    h_var = [delta / (2 - (1 if a == b else 0)) for a, b in pairs]
+    u_var = {sp.simplify(sum(du_dh[i, j] ** 2 * h_var[j] for j in range(len(pairs))))
+             for i in range(len(pairs))}
+    if len(u_var) != 1:
+        raise RuntimeError(f"output noise is not isotropic in u-space: {u_var}")
+    return u_var.pop()
 
 
 # ----------------------------------------------------------------------- thresholds

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from ..core import validate
 from ..core.codegen import Kernel, KernelSet
-from ..core.solvers import ConvergenceWarning, SolverResult
+from ..core.solvers import SolverResult
 from ..glm.spectral_priors import SymmetricRIE
-from ..glm.spectral_se import LinearRankChannel, ScalarSpectralSE
+from ..glm.spectral_se import LinearRankChannel, ScalarSpectralSE, exact_mpf, precision_report
 from . import model as M
 
 _THEORY = None
@@ -140,16 +139,6 @@ def mmse_denoising(rho, D, *, rtol=1e-11) -> float:
     if math.isinf(rho):
         return float(th.rho_inf_mmse(D)[0])
     return th.prior.mmse((math.sqrt(rho),), D, rtol=rtol)
-
-
-def exact_mpf(value):
-    """A parameter as an mpmath number: floats by their shortest repr (``0.3`` is 3/10
-    at any precision), ``mpf``/strings as given."""
-    import mpmath
-
-    if isinstance(value, (mpmath.mpf, str)):
-        return mpmath.mpf(value)
-    return mpmath.mpf(repr(float(value)))
 
 
 def mmse_denoising_mp(rho, D, dps=30):
@@ -271,11 +260,11 @@ def solve_mse(alpha, rho, seq_len, link="softmax", delta=0.0) -> SolverResult:
                                       "low_rank_point(alpha_bar = n/(d r), ...)")
     if at == 0:
         return SolverResult(1.0, True, 0, 0.0, "exact", "alpha_tilde = 0: nothing learned")
-    if math.isinf(rho):
-        return SolverResult(float(th.rho_inf_v(at, s2)[0]), True, 0, 0.0, "exact",
-                            "rho = inf: closed form")
     if delta == 0 and at >= _at_pr(rho) - ALPHA_PR_TOL:
         return SolverResult(0.0, True, 0, 0.0, "exact", "alpha >= alpha_PR: perfect recovery")
+    if math.isinf(rho):
+        return SolverResult(float(th.rho_inf_v(at, s2)[0]), True, 0, 0.0, "closed form",
+                            "rho = inf: closed form")
     return _engine(alpha, rho, seq_len, link, delta).solve()
 
 
@@ -291,6 +280,23 @@ def _precision_solve(alpha, rho, seq_len, link, delta, v0, digits):
         return SAMPLE_FACTOR * k * exact_mpf(alpha) / (v + exact_mpf(delta) / 2)
 
     return _engine(alpha, rho, seq_len, link, delta).solve_mp(mmse_mp, qhat_mp, v0, digits=digits)
+
+
+def _rho_inf_digits(alpha, seq_len, link, delta, digits):
+    """The rho -> infinity closed form in mpmath at ``digits`` and ``2 digits`` (+ guard):
+    ``(value string, agreeing digits)``."""
+    import mpmath
+
+    k = constraints_per_sample(seq_len, link)
+    vals = []
+    for dps in (digits + 10, 2 * digits + 10):
+        with mpmath.workdps(dps):
+            at = SAMPLE_FACTOR * k * exact_mpf(alpha)
+            vals.append(theory().rho_inf_v.mp(at, exact_mpf(delta) / 2, dps=dps)[0])
+    with mpmath.workdps(2 * digits + 10):
+        diff = abs(vals[0] - vals[1])
+        agree = float(-mpmath.log10(diff / abs(vals[1]))) if diff else math.inf
+        return mpmath.nstr(vals[0], digits), round(agree, 1)
 
 
 def bo_point(alpha, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *,
@@ -315,22 +321,17 @@ def bo_point(alpha, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *,
                   alpha_tilde(alpha, seq_len, link), alpha_pr(rho, seq_len, link),
                   bool(res.converged), int(res.iterations), float(res.residual))
     if precision is not None:
-        import mpmath
-
         digits = validate.integer("precision", precision, low=1)
-        if res.method == "exact":
+        if res.method == "closed form":
+            pt.mmse_str, pt.digits_confirmed = _rho_inf_digits(alpha, seq_len, link, delta, digits)
+            pt.q_str = "inf"
+        elif res.method == "exact":          # v exactly 0 (perfect recovery) or 1 (alpha_tilde = 0)
             pt.mmse_str, pt.q_str = repr(v), repr(Q0 - v)
             pt.digits_confirmed = float("inf")
         else:
             pr = _precision_solve(alpha, rho, seq_len, link, delta, v, digits)
-            with mpmath.workdps(2 * digits + 10):
-                pt.mmse_str = mpmath.nstr(pr.value, digits)
-                pt.q_str = mpmath.nstr(1 + exact_mpf(rho) - pr.value, digits)
-            pt.digits_confirmed = round(pr.agreement_digits, 1)
-            if not pr.confirmed:
-                warnings.warn(f"alpha={alpha}: {digits}-digit value agrees with the "
-                              f"{2 * digits}-digit one to only {pr.agreement_digits:.1f} digits",
-                              ConvergenceWarning, stacklevel=2)
+            pt.mmse_str, pt.q_str, pt.digits_confirmed = precision_report(
+                pr, digits, also=lambda val: 1 + exact_mpf(rho) - val, name=f"alpha={alpha}")
     return pt
 
 

@@ -34,8 +34,8 @@ import numpy as np
 import sympy as sp
 
 from ..core import validate
-from ..core.solvers import (ConvergenceWarning, NoBracketError, SolverResult, fixed_point,
-                            positive_fixed_point, refine_root_mp)
+from ..core.solvers import (ConvergenceWarning, NoBracketError, PrecisionRoot, SolverResult,
+                            fixed_point, positive_fixed_point, refine_root_mp)
 
 
 # ---------------------------------------------------------------------- channels
@@ -210,3 +210,32 @@ class ScalarSpectralSE:
         by a second solve at ``2 digits`` (:func:`core.solvers.refine_root_mp`)."""
         return refine_root_mp(lambda v: mmse_mp(1 / qhat_mp(v)) - v, v0, digits=digits,
                               name=self.name)
+
+
+# ---------------------------------------------------------------------- precision
+def exact_mpf(value):
+    """A parameter as an mpmath number: floats by their shortest repr (``0.3`` means 3/10
+    at any precision, not the nearest binary double), ``mpf`` and strings as given."""
+    import mpmath
+
+    if isinstance(value, (mpmath.mpf, str)):
+        return mpmath.mpf(value)
+    return mpmath.mpf(repr(float(value)))
+
+
+def precision_report(pr: PrecisionRoot, digits: int, *, also: Callable | None = None,
+                     name: str = "root"):
+    """``(value, also(value), digits_confirmed)``: the refined root (and a derived
+    quantity) as strings of ``digits`` significant digits, and the number of digits on
+    which the ``2 digits`` solve agrees; a :class:`ConvergenceWarning` when fewer than
+    ``digits``."""
+    import mpmath
+
+    with mpmath.workdps(2 * digits + 10):
+        text = mpmath.nstr(pr.value, digits)
+        other = mpmath.nstr(also(pr.value), digits) if also is not None else None
+    if not pr.confirmed:
+        warnings.warn(f"{name}: {digits}-digit value agrees with the {2 * digits}-digit one "
+                      f"to only {pr.agreement_digits:.1f} digits", ConvergenceWarning,
+                      stacklevel=2)
+    return text, other, round(pr.agreement_digits, 1)
