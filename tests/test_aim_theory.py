@@ -323,7 +323,8 @@ def test_softmax_curves_collapse_on_alpha_times_T2_T_2():
     vals = [aim.bo_point(at / (T * T + T - 2), 0.5, T, inv_temp=b, gen_samples=None).mmse
             for T, b in zip(range(2, 7), (1.0, 0.5, 2.0, 1.0, 3.0))]
     assert max(vals) - min(vals) < 1e-12
-    assert abs(aim.bo_point(at / 2, 0.5, 1, link="identity", gen_samples=None).mmse - vals[0]) < 1e-12
+    qn = aim.bo_point(at / 2, 0.5, 1, link="identity", gen_samples=None).mmse
+    assert abs(qn - vals[0]) < 1e-12
 
 
 QN_ROWS = [  # aim.md 7: (row, alpha, independent value, file value), kappa = 0.5
@@ -360,7 +361,8 @@ def test_iteration_and_bracketed_root_agree_and_the_root_is_unique():
 
 
 def test_noise_enters_as_half_delta_per_index():
-    """QN with noise: q_hat = 2 alpha/(V + Delta/2) (aim.md 8): v = mmse((v + Delta/2)/(2 alpha))."""
+    """QN with noise: q_hat = 2 alpha/(V + Delta/2) (aim.md 8), i.e.
+    v = mmse((v + Delta/2)/(2 alpha))."""
     alpha, rho, delta = 0.2, 0.5, 0.25
     v = aim.bo_point(alpha, rho, 1, link="identity", delta=delta, gen_samples=None).mmse
     assert abs(aim.mmse_denoising(rho, (v + delta / 2) / (2 * alpha)) - v) < 1e-12
@@ -627,18 +629,19 @@ def _check_softmax_file(path, stride):
     rho = float(path.stem.split("rho=")[1])
     alpha, ref = _read(path, "mmse")
     idx = np.arange(0, len(alpha), stride)
-    extra = [0, len(alpha) - 3, len(alpha) - 2, len(alpha) - 1, *SOFTMAX_INTERIOR_NOISE.get(rho, ())]
+    n = len(alpha)
+    extra = [0, n - 3, n - 2, n - 1, *SOFTMAX_INTERIOR_NOISE.get(rho, ())]
     idx = np.unique(np.concatenate([idx, np.array(extra, dtype=int)]))
     ours = aim.bo_curve(alpha[idx], rho, 2, gen_samples=None)["mmse"]
     diff = ours - ref[idx]
-    n = len(alpha)
     for i, dv in zip(idx, diff):
         if i >= n - 3:
             # at and next to alpha_PR the file stays positive (their quad(epsabs=1e-4)):
             # ours is smaller, and exactly 0 at alpha_PR
             assert -1e-2 < dv < 0, (path.name, i, dv)
         elif i == 0 or i > 240:
-            assert abs(dv) < 2e-3, (path.name, i, dv)   # alpha -> 0 (file > 1) and the approach to PR
+            # alpha -> 0 (the file exceeds 1) and the approach to alpha_PR
+            assert abs(dv) < 2e-3, (path.name, i, dv)
         elif i in SOFTMAX_INTERIOR_NOISE.get(rho, ()):
             assert abs(dv) < 2e-3, (path.name, i, dv)
         else:
@@ -726,6 +729,7 @@ def test_rie_denoiser_monte_carlo_d1500():
 
 
 def test_sample_factor_is_two():
-    """alpha d^2 samples against d^2/2 parameters (aim.md 3.3)."""
-    assert SAMPLE_FACTOR == 2.0
+    """alpha d^2 samples against d(d+1)/2 parameters (aim.md 3.3): 2, the factor the QN
+    rows (test_qn_rows) confirm; alpha_tilde = 2 alpha k."""
+    assert SAMPLE_FACTOR == 2.0 and M.sample_factor() == 2
     assert mpmath.mpf(aim.alpha_tilde(0.1, 2)) == mpmath.mpf("0.4")

@@ -138,6 +138,13 @@ def noise_per_index(seq_len: int = 3):
 
 
 # ----------------------------------------------------------------------- thresholds
+def sample_factor():
+    """Unit measurements per unit ``alpha`` and per parameter (aim.md 3.3): ``alpha d^2``
+    samples against the ``d(d+1)/2`` entries of a symmetric matrix -> 2."""
+    dd = sp.Symbol("d", positive=True)
+    return sp.limit(dd**2 / (dd * (dd + 1) / 2), dd, sp.oo)
+
+
 @cached_derivation()
 def alpha_tilde_pr():
     """Perfect-recovery threshold in ``alpha_tilde = 2 alpha k`` (aim.md 4.1): the

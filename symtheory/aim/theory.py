@@ -34,7 +34,7 @@ _THEORY = None
 ALPHA_PR_TOL = 1e-12
 
 #: measurements per unit alpha and parameter: alpha d^2 samples, d^2/2 parameters (aim.md 3.3)
-SAMPLE_FACTOR = 2.0
+SAMPLE_FACTOR = float(M.sample_factor())
 
 
 class AIMTheory:

@@ -203,7 +203,8 @@ def large_z_moments(P: sp.Expr, G: sp.Symbol, z: sp.Symbol, order: int) -> list[
 # resultants, like everything else in this module.
 
 
-def r_transform_relation(law: AlgebraicStieltjes, R=None, g=None) -> tuple[sp.Expr, sp.Symbol, sp.Symbol]:
+def r_transform_relation(law: AlgebraicStieltjes, R=None,
+                         g=None) -> tuple[sp.Expr, sp.Symbol, sp.Symbol]:
     """Polynomial ``Q(R, g) = 0`` satisfied by the R-transform of ``law``.
 
     With ``G = -s`` and ``z = u`` the inverse Cauchy transform is ``z = R(g) + 1/g`` at

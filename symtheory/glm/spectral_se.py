@@ -46,7 +46,7 @@ class LinkRank:
     rank: int
     n_inputs: int
     kernel: np.ndarray         # orthonormal basis of the common kernel, shape (n_inputs, n - rank)
-    singular_gap: float        # log10(smallest kept / largest dropped singular value), min over points
+    singular_gap: float        # min over points of log10(smallest kept / largest dropped)
     kernel_constant: bool      # the kernel is the same subspace at every probe point
 
 
@@ -74,14 +74,16 @@ def jacobian_rank(outputs, inputs, *, points: int = 3, dps: int = 40, seed: int 
             vals = [mpmath.mpf(repr(float(v))) for v in scale * rng.standard_normal(len(inputs))]
             M = mpmath.matrix(f(*vals))
             _, s, Vt = mpmath.svd_r(M, full_matrices=True)
-            sv = [s[i] for i in range(min(M.rows, M.cols))] + [mpmath.mpf(0)] * (M.cols - min(M.rows, M.cols))
+            n_sv = min(M.rows, M.cols)
+            sv = [s[i] for i in range(n_sv)] + [mpmath.mpf(0)] * (M.cols - n_sv)
             top = max(sv) if sv else mpmath.mpf(0)
             keep = [x for x in sv if x > cut * top]
             drop = [x for x in sv if x <= cut * top]
             r = len(keep)
             ranks.append(r)
             if drop and keep:
-                gaps.append(float(mpmath.log10(min(keep) / max(max(drop), mpmath.mpf(10) ** (-dps)))))
+                floor = max(max(drop), mpmath.mpf(10) ** (-dps))
+                gaps.append(float(mpmath.log10(min(keep) / floor)))
             else:
                 gaps.append(float(dps))
             order = sorted(range(len(sv)), key=lambda i: -sv[i])
