@@ -546,30 +546,61 @@ def test_cli_writes_table_parameters_and_plot(tmp_path, capsys):
 def test_cli_help_states_the_quantities(capsys):
     from symtheory.cli import main
 
-    with pytest.raises(SystemExit):
-        main(["aim", "theory", "--help"])
+    assert main(["aim", "theory", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "alpha = n/d^2" in text and "mmse = (1/d)||S_hat - S||_F^2" in text
 
 
-@pytest.mark.parametrize("argv,name", [
-    (["--alpha", "0.1", "--rho", "-1", "--seq-len", "2"], "rho"),
-    (["--alpha", "0.1", "--rho", "0.5", "--seq-len", "0"], "seq_len"),
-    (["--alpha", "-0.1", "--rho", "0.5", "--seq-len", "2"], "alpha"),
-    (["--alpha", "0.1", "--rho", "0.5", "--seq-len", "2", "--link", "relu"], "link"),
-    (["--alpha", "0.1", "--rho", "0.5", "--seq-len", "2", "--delta", "-1"], "delta"),
-    (["--alpha", "0.1", "--rho", "0.5", "--seq-len", "2", "--inv-temp", "0"], "inv_temp"),
-    (["--alpha", "0.1", "--rho", "nan", "--seq-len", "2"], "rho"),
-    (["--alpha", "0.1", "--rho", "0.5", "--seq-len", "2", "--precision", "0"], "precision"),
-    (["--alpha", "0.1", "--rho", "0.5", "--seq-len", "2", "--gen-samples", "1"], "gen-samples"),
-    (["--alpha", "0.1", "--rho", "0.5", "--seq-len", "2", "--format", "xml"], "format"),
-    (["--alpha", "0.1", "--rho", "0", "--seq-len", "2", "--precision", "5"], "precision"),
+AIM = ["--rho", "0.5", "--seq-len", "2"]
+
+
+@pytest.mark.parametrize("argv,needles", [
+    (["--alpha", "0.1", "--rho", "-1", "--seq-len", "2"], ["--rho", "[0, inf]"]),
+    (["--alpha", "0.1", "--rho", "nan", "--seq-len", "2"], ["--rho", "[0, inf]"]),
+    (["--alpha", "0.1", "--rho", "0.5", "--seq-len", "0"], ["--seq-len", "[1, 8]"]),
+    (["--alpha", "0.1", "--rho", "0.5", "--seq-len", "9"], ["--seq-len", "[1, 8]"]),
+    (["--alpha", "0.1", "--rho", "0.5", "--seq-len", "2.5"], ["--seq-len", "[1, 8]"]),
+    (["--alpha", "-0.1", *AIM], ["--alpha", "[0, inf)"]),
+    (["--alpha", "inf", *AIM], ["--alpha", "[0, inf)"]),
+    (["--alpha-grid", "0", "1", "0", *AIM], ["NUM", "[1, 10000]"]),
+    (["--alpha", "0.1", *AIM, "--link", "relu"], ["--link", "softmax, identity"]),
+    (["--alpha", "0.1", *AIM, "--delta", "-1"], ["--delta", "[0, inf)"]),
+    (["--alpha", "0.1", *AIM, "--delta", "inf"], ["--delta", "[0, inf)"]),
+    (["--alpha", "0.1", *AIM, "--inv-temp", "0"], ["--inv-temp", "(0, inf)"]),
+    (["--alpha", "0.1", *AIM, "--precision", "0"], ["--precision", "[1, 1000]"]),
+    (["--alpha", "0.1", *AIM, "--gen-samples", "1"], ["--gen-samples", ">= 100"]),
+    (["--alpha", "0.1", *AIM, "--format", "xml"], ["--format", "csv, json"]),
+    (["--alpha", "0.1", "--rho", "0", "--seq-len", "2", "--precision", "5"], ["--precision"]),
+    (AIM, ["one of --alpha, --alpha-grid must be given"]),
 ])
-def test_cli_bad_input_names_the_parameter(argv, name, capsys):
+def test_cli_bad_input_names_the_option_and_range(argv, needles, capsys):
     from symtheory.cli import main
 
     assert main(["aim", "theory", *argv, "--quiet"]) == 2
-    assert name in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and all(n in err for n in needles), err
+
+
+def test_cli_threshold_bad_input(capsys):
+    from symtheory.cli import main
+
+    assert main(["aim", "threshold", "--rho", "-0.5", "--seq-len", "2"]) == 2
+    assert "--rho" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["aim", "theory", "--alpha", "0.05", "--rho", "0.5", "--seq-len", "2", "--gen-samples",
+     "200", "--precision", "5", "--quiet"],
+    ["aim", "theory", "--alpha", "0.3", "--rho", "0", "--seq-len", "2", "--no-gen-error"],
+    ["aim", "threshold", "--rho", "0.5", "--seq-len", "2"],
+])
+def test_help_lists_every_output_column(argv, capsys):
+    from test_cli import assert_columns_described
+
+    from symtheory.cli import main
+
+    assert main(argv) == 0
+    assert_columns_described(argv, capsys.readouterr().out.splitlines()[0].split(","))
 
 
 def test_api_bad_input_raises_parameter_error():
