@@ -227,7 +227,8 @@ def register(sub) -> None:
     gp.add_argument("--d", type=int, required=True, help="token dimension d (L = round(beta d))")
     gp.add_argument("--seed", type=int, default=0, help="first seed (data)")
     gp.add_argument("--seeds", type=int, default=1, help="number of consecutive seeds")
-    gp.add_argument("--damping", type=float, default=0.0, help="damping of (estimate, variance)")
+    gp.add_argument("--damping", type=float, default=0.0,
+                    help="weight of the previous iterate, [0, 1); 0 = undamped")
     gp.add_argument("--a-estimator", default="derivative", choices=("derivative", "square"))
     gp.add_argument("--onsager", default="empirical", choices=("empirical", "predicted"))
     gp.add_argument("--max-iter", type=int, default=100)

@@ -291,7 +291,8 @@ def register(sub) -> None:
     _model_args(gp)
     gp.add_argument("--d", type=int, required=True, help="token dimension")
     gp.add_argument("--alpha", type=num("alpha"), required=True, help="n/d")
-    gp.add_argument("--damping", type=float, default=1.0, help="weight of the new iterate (0, 1]")
+    gp.add_argument("--damping", type=float, default=0.0,
+                    help="weight of the previous iterate, [0, 1); 0 = undamped")
     gp.add_argument("--max-iter", type=int, default=40)
     gp.add_argument("--init-scale", type=float, default=0.1, help="std of the random initial W")
     gp.add_argument("--side-information", type=num("side-information"), default=0.0)
