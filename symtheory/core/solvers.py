@@ -32,7 +32,7 @@ def check_damping(damping, name: str = "damping") -> float:
     """The one meaning of damping in the package: the weight ``theta`` of the *previous*
     iterate, ``x <- theta x_old + (1 - theta) x_new``, in [0, 1) (0 = undamped).
     Anything else raises :class:`~symtheory.core.validate.ParameterError`."""
-    return real(name, damping, low=0.0, high=1.0, high_open=True)
+    return real(name, damping, low=0, high=1, high_open=True)
 
 
 class ConvergenceWarning(UserWarning):
