@@ -306,4 +306,4 @@ def test_errors_and_gamp_reject_bad_input(attention):
     with pytest.raises(ValueError, match="truth"):
         gamp_tokens(np.zeros((5, 4, 2)), np.full((5, 4), 0.5), ch, truth=np.zeros((2, 3)))
     with pytest.raises(ValueError, match="damping"):
-        gamp_tokens(np.zeros((5, 4, 2)), np.full((5, 4), 0.5), ch, damping=0.0)
+        gamp_tokens(np.zeros((5, 4, 2)), np.full((5, 4), 0.5), ch, damping=1.0)
