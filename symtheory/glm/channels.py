@@ -165,7 +165,7 @@ class ScalarChannel:
                              doc=f"log Z_out, g_out and d g_out/d omega of the {name} channel")
         self.accuracy = float("nan")
         self.checks: list = []
-        self.check_seconds = 0.0
+        self.check_seconds = self.check_cpu_seconds = 0.0
         if check:
             from .checks import declaration_checks
 

@@ -533,7 +533,8 @@ def raise_on_failure(results, name):
 
 def declaration_checks(channel):
     """Run (or load from the cache) the declaration checks; sets ``channel.checks``,
-    ``channel.accuracy`` and ``channel.check_seconds``; raises on a failed identity.
+    ``channel.accuracy``, ``channel.check_seconds`` (wall) and ``check_cpu_seconds``;
+    raises on a failed identity.
 
     The cache key hashes the kernel (its source, library versions, helper modules),
     the likelihood, the check settings and the source of this module and of
@@ -542,7 +543,7 @@ def declaration_checks(channel):
     from ..core.cache import cache_dir
 
     channel.kernel.func  # load or compile the kernel first: that is not the checks' cost
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     folder = cache_dir() / "channel_checks"
     folder.mkdir(parents=True, exist_ok=True)
     key = _declaration_key(channel)
@@ -566,6 +567,7 @@ def declaration_checks(channel):
     channel.accuracy = float(accuracy)
     channel.accuracy_where = acc_where
     channel.check_seconds = time.perf_counter() - t0
+    channel.check_cpu_seconds = time.process_time() - c0
     channel.checks_cached = record is not None
     raise_on_failure(results, f"channel {channel.name!r}")
     if not channel.accuracy <= ACCURACY_WARNING:
