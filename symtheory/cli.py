@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .smi.cli import register as register_smi
 
     register_smi(sub)
+    from .sweep.cli import register as register_sweep; register_sweep(sub)  # noqa: E702
 
     c = sub.add_parser("cache", help="the generated-kernel cache")
     c.add_argument("action", choices=("info", "clear"))
