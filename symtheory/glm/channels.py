@@ -45,8 +45,8 @@ class Channel(Protocol):
     ``log_partition(y, omega, V, *params)`` is ``log Z_out``; ``gout`` returns
     ``(g_out, dg_out)``; ``sample(z, rng, *params)`` draws ``y ~ P_out(. | z)``;
     ``accuracy`` is the worst float64 error of the evaluation measured against mpmath
-    at declaration (absolute for ``log Z_out``, i.e. relative for ``Z_out``; relative for
-    ``g_out`` and ``dg_out``).
+    at declaration (relative for ``g_out``, ``dg_out`` and ``log Z_out``, the last with
+    floor 1; see :func:`symtheory.glm.checks.measure_accuracy`).
     """
 
     name: str

@@ -449,8 +449,10 @@ def measure_accuracy(channel, dps=30):
 
     Probes ``omega`` in +-{0, 0.3, 3, 10, 40}, ``V`` in {1e-8, 0.05, 1}, parameters at the
     middle and the low end of their check ranges, every level (or ``y - omega`` in
-    ``{-3, 0, 2.5} sqrt(V + 1)``).  Error: absolute for ``log Z_out`` (= relative for
-    ``Z_out``), relative for ``g_out`` and ``dg_out``; values whose mpmath reference
+    ``{-3, 0, 2.5} sqrt(V + 1)``).  Error: relative for ``g_out``, ``dg_out`` and
+    ``log Z_out`` (the latter with floor 1: absolute, i.e. relative in ``Z_out``, while
+    ``|log Z_out| <= 1``; beyond, ``Z_out`` itself is ill-conditioned -- its condition
+    number grows like ``|log Z_out|`` -- or not representable); values whose mpmath reference
     lies below 1e-290 in magnitude only need to underflow (|float| < 1e-280).
     Returns ``(worst, where)``.
     """
@@ -473,7 +475,7 @@ def measure_accuracy(channel, dps=30):
                         elif abs(r) < mpmath.mpf("1e-290"):
                             e = 0.0 if abs(a) < 1e-280 else math.inf
                         elif i == 0:
-                            e = float(abs(a - r))
+                            e = float(abs(a - r) / max(1, abs(r)))
                         else:
                             e = float(abs(a - r) / abs(r))
                         if not e <= worst:
