@@ -542,11 +542,13 @@ def declaration_checks(channel):
     the likelihood, the check settings and the source of this module and of
     :mod:`symtheory.glm.channels`: a cached verdict is the one the current code reaches.
     """
-    from ..core.cache import cache_dir
+    from ..core.cache import derivation_dir
 
     channel.kernel.func  # load or compile the kernel first: that is not the checks' cost
     t0, c0 = time.perf_counter(), time.process_time()
-    folder = cache_dir() / "channel_checks"
+    # with the derivations: writable for this process (a read-only cache gets a temporary
+    # copy) and removed by `symtheory cache clear`
+    folder = derivation_dir() / "channel_checks"
     folder.mkdir(parents=True, exist_ok=True)
     key = _declaration_key(channel)
     path = folder / f"{channel.name}_{key}.json"
