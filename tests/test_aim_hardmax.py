@@ -164,3 +164,21 @@ def test_joint_density_variant_reproduces_the_published_se():
         joint = T.hardmax_mse(a, 0.5, "joint-density").value
         assert abs(joint - ref) < 2e-3
         assert T.hardmax_mse(a, 0.5).value < ref - 0.2
+
+
+def test_cli_hardmax_threshold(tmp_path, capsys):
+    """``symtheory aim threshold --link hardmax --seq-len 2``: columns kind, alpha_bar,
+    error, method, digits_confirmed; the Bayes and the variant thresholds."""
+    from symtheory.cli import main
+
+    assert main(["aim", "threshold", "--link", "hardmax", "--seq-len", "2", "--rho", "0",
+                 "--precision", "20"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0] == "kind,alpha_bar,error,method,digits_confirmed"
+    fields = out[1].split(",")
+    assert fields[1].startswith("0.4034106290") and float(fields[4]) >= 20
+    assert main(["aim", "threshold", "--link", "hardmax", "--seq-len", "2", "--rho", "0",
+                 "--hardmax-variant", "joint-density"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[1].split(",")[1].startswith("0.56326749")
+    assert main(["aim", "threshold", "--link", "hardmax", "--seq-len", "3", "--rho", "0"]) == 2
+    assert "--seq-len 2" in capsys.readouterr().err
