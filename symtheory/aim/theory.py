@@ -236,16 +236,22 @@ class AIMPoint:
     digits_confirmed: float = float("nan")
 
 
+def _spectral_engine(fisher, alpha, rho, name) -> ScalarSpectralSE:
+    """The tied prior's scalar spectral SE (aim.md 3.3) for a channel's ``E||g_out||^2``."""
+    th = theory()
+    t = math.sqrt(rho)
+    return ScalarSpectralSE(lambda D: th.prior.mmse((t,), D), fisher, alpha,
+                            Q0=th.prior.second_moment(t),
+                            v_max=th.prior.second_moment(t) - th.prior.mean(t) ** 2,
+                            sample_factor=SAMPLE_FACTOR,
+                            name=f"AIM {name}overlap at alpha={alpha}, rho={rho}")
+
+
 def _engine(alpha, rho, seq_len, link, delta) -> ScalarSpectralSE:
     th = theory()
     k = constraints_per_sample(seq_len, link)
     channel = LinearRankChannel(k, seq_len * (seq_len + 1) // 2, float(th.noise(delta)[0]))
-    t = math.sqrt(rho)
-    return ScalarSpectralSE(lambda D: th.prior.mmse((t,), D), channel.fisher, alpha,
-                            Q0=th.prior.second_moment(t),
-                            v_max=th.prior.second_moment(t) - th.prior.mean(t) ** 2,
-                            sample_factor=SAMPLE_FACTOR,
-                            name=f"AIM overlap at alpha={alpha}, rho={rho}")
+    return _spectral_engine(channel.fisher, alpha, rho, "")
 
 
 def solve_mse(alpha, rho, seq_len, link="softmax", delta=0.0) -> SolverResult:
@@ -458,14 +464,7 @@ def hardmax_engine(alpha, rho, variant: str = "bayes") -> ScalarSpectralSE:
     quadrature (:meth:`glm.orthant.BivariateOrthantChannel.fisher`)."""
     alpha = validate.real("alpha", alpha, low=0)
     rho = validate.real("rho", rho, low=0, low_open=True)
-    th = theory()
-    ch = hardmax_channel(variant)
-    t = math.sqrt(rho)
-    return ScalarSpectralSE(lambda D: th.prior.mmse((t,), D), ch.fisher, alpha,
-                            Q0=th.prior.second_moment(t),
-                            v_max=th.prior.second_moment(t) - th.prior.mean(t) ** 2,
-                            sample_factor=SAMPLE_FACTOR,
-                            name=f"AIM hardmax overlap at alpha={alpha}, rho={rho}")
+    return _spectral_engine(hardmax_channel(variant).fisher, alpha, rho, "hardmax ")
 
 
 def hardmax_mse(alpha, rho, variant: str = "bayes", *, xtol: float = 1e-10) -> SolverResult:
