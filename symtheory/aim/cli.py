@@ -24,7 +24,8 @@ NORMALIZATION = (
     "normalizes S_M = W^T W/m = S/sqrt(KAPPA), so its MSE is mmse/KAPPA and its noise "
     "delta/KAPPA (its figures plot KAPPA x MSE = mmse).")
 
-LINKS = ("softmax", "identity")
+LINKS = ("softmax", "identity", "hardmax")
+HARDMAX_VARIANTS = ("bayes", "joint-density")
 #: the link's Jacobian rank is derived in mpmath once per T (~15 s at T = 6, ~1.5 min at
 #: T = 8; cached on disk afterwards)
 MAX_SEQ_LEN = 8
@@ -64,14 +65,40 @@ def _model_options(p, *, many_rho: bool) -> None:
     p.add_argument("--seq-len", type=int_arg("--seq-len", low=1, high=MAX_SEQ_LEN),
                    required=True, help=f"number of tokens T, an integer in [1, {MAX_SEQ_LEN}]")
     p.add_argument("--link", choices=LINKS, default="softmax",
-                   help="output function: softmax (row-wise, default) or identity")
+                   help="output function: softmax (row-wise, default), identity, or hardmax "
+                        "(--seq-len 2 only)")
+    p.add_argument("--hardmax-variant", choices=HARDMAX_VARIANTS, default="bayes",
+                   help="hardmax g_out: bayes (d log Phi_2, Bayes-optimal, default) or "
+                        "joint-density (the published code's surrogate, aim.md 3.5: NOT "
+                        "Bayes-optimal; only to reproduce its figures)")
     p.add_argument("--delta", type=real_arg("--delta", low=0.0), default=0.0,
                    help="output-noise variance, in [0, inf) (default 0; pre-softmax noise "
                         "for softmax)")
 
 
 # ----------------------------------------------------------------------- theory
+def cmd_hardmax_theory(args) -> int:
+    """Hardmax, T = 2 (aim.md 3.5): alpha, rho, mmse, q and the solve report."""
+    from ..core.table import Table
+    from .theory import hardmax_mse
+
+    if args.seq_len != 2 or args.rho == 0 or math.isinf(args.rho) or args.delta != 0:
+        raise ParameterError("--link hardmax needs --seq-len 2, 0 < --rho < inf, --delta 0")
+    rows = {k: [] for k in ("alpha", "rho", "mmse", "q", "converged", "iterations", "residual")}
+    for a in alphas_from_args(args):
+        res = hardmax_mse(a, args.rho, args.hardmax_variant)
+        for key, val in zip(rows, (a, args.rho, res.value, 1 + args.rho - res.value,
+                                   res.converged, res.iterations, res.residual)):
+            rows[key].append(val)
+    meta = {"model": "aim", "link": "hardmax", "seq_len": 2,
+            "hardmax_variant": args.hardmax_variant, "normalization": NORMALIZATION}
+    return emit(Table(rows, meta), args,
+                f"aim_bo_T2_hardmax_{args.hardmax_variant}_rho{args.rho:g}", _plot)
+
+
 def cmd_theory(args) -> int:
+    if args.link == "hardmax":
+        return cmd_hardmax_theory(args)
     if args.rho == 0 and args.precision is not None:
         raise ParameterError("--precision applies to --rho > 0 (the rho -> 0 limit is a "
                              "closed form evaluated in float64)")
@@ -120,7 +147,7 @@ def _plot(table, path) -> None:
     style = dict(marker="o") if len(x) == 1 else {}
     ax.plot(x, [float(v) for v in table.columns["mmse"]], lw=2,
             label=r"Bayes-optimal MSE on $S$", **style)
-    ge = table["gen_error"]
+    ge = table["gen_error"] if "gen_error" in table.columns else [math.nan]
     if not all(math.isnan(g) for g in ge):
         ax.plot(x, ge, ls="--", label="Bayes test error", **style)
     if "alpha_pr" in table.columns and table.meta.get("delta", 0) == 0:
@@ -140,10 +167,37 @@ def _plot(table, path) -> None:
 
 
 # ----------------------------------------------------------------------- threshold
+HARDMAX_THRESHOLD_COLUMNS = (
+    "With --link hardmax (T = 2): kind (weak_recovery: the low-rank limit, aim.md 4.4), "
+    "alpha_bar = n/(d r) at the threshold (a string of --precision digits, default 30), "
+    "error = |value - closed form of aim.md 4.4| at 2 x digits, method, digits_confirmed "
+    "= digits on which the 2 x digits evaluation agrees.")
+
+
+def cmd_hardmax_threshold(args) -> int:
+    from ..core.table import Table
+    from .theory import hardmax_weak_recovery
+
+    if args.seq_len != 2:
+        raise ParameterError(f"--link hardmax needs --seq-len 2, got {args.seq_len}")
+    digits = args.precision or 30
+    val, agree, err = hardmax_weak_recovery(args.hardmax_variant, digits=digits)
+    rows = {"kind": ["weak_recovery"], "alpha_bar": [val], "error": [err],
+            "method": [f"mpmath Plackett quadrature of E||g_out||^2 at q = 0 "
+                       f"({args.hardmax_variant})"], "digits_confirmed": [agree]}
+    meta = {"model": "aim", "link": "hardmax", "seq_len": 2,
+            "hardmax_variant": args.hardmax_variant,
+            "quantity": "low-rank weak-recovery threshold (aim.md 4.4)",
+            "normalization": NORMALIZATION}
+    return emit(Table(rows, meta), args, f"aim_threshold_T2_hardmax_{args.hardmax_variant}")
+
+
 def cmd_threshold(args) -> int:
     from ..core.table import Table
     from .theory import thresholds
 
+    if args.link == "hardmax":
+        return cmd_hardmax_threshold(args)
     rows = None
     for r in args.rho:
         th = thresholds(r, args.seq_len, args.link, args.delta)
@@ -188,7 +242,10 @@ def register(sub) -> None:
                          description=describe(
                              "Phase transitions of the one-layer AIM (aim.md 4): perfect "
                              "recovery at alpha = n/d^2 = alpha_PR and the low-rank weak and "
-                             "perfect recovery.", NORMALIZATION, THRESHOLD_COLUMNS))
+                             "perfect recovery.", NORMALIZATION, THRESHOLD_COLUMNS,
+                             HARDMAX_THRESHOLD_COLUMNS))
     _model_options(tr, many_rho=True)
+    tr.add_argument("--precision", type=int_arg("--precision", low=1, high=MAX_PRECISION),
+                    metavar="DIGITS", help="hardmax: digits of the threshold (default 30)")
     add_output(tr, quiet=False)
     tr.set_defaults(func=cmd_threshold)

@@ -266,3 +266,19 @@ def gen_error_identity(seq_len: int):
     total = sum(priors.gaussian_expectation((o - o.subs({x: 0 for x in xi})) ** 2, *xi)
                 for o in shifted)
     return sp.factor(sp.expand(total))
+
+
+# ----------------------------------------------------------------------- hardmax, T = 2
+HARDMAX_VARIANTS = ("bayes", "joint-density")
+
+
+def hardmax_projection(seq_len: int = 2):
+    """Hardmax of ``T = 2`` tokens (aim.md 3.5): ``y_aa = 1[h_aa > h_ab]`` reveals the
+    signs of ``h_11 - h_12`` and ``h_22 - h_21``, linear in the u-space indices.  Returns
+    the ``2 x K`` matrix ``P`` of these differences, differentiated from :func:`index_symbols`
+    (``P P^T = [[3, 1], [1, 3]]``: the noise covariance of aim.md 3.5 over ``V``)."""
+    if int(seq_len) != 2:
+        raise ValueError(f"hardmax is implemented for seq_len = 2 only, got {seq_len}")
+    u, h, _ = index_symbols(2)
+    diffs = sp.Matrix([h[0, 0] - h[0, 1], h[1, 1] - h[1, 0]])
+    return diffs.jacobian(u)

@@ -190,6 +190,26 @@ class SymmetricRIE:
         Hp = self.law.stieltjes_derivative(lam, *params, G=G).real
         return out[:, 0], out[:, 1] + out[:, 2] * Hp
 
+    def divergence(self, R, law_params, D) -> float:
+        """Symmetric-matrix divergence ``sum_{i <= j} d S_hat_ij/d R_ij`` of the RIE
+        (derivatives along the free coordinates of a symmetric matrix, ``R_ij = R_ji``
+        moved together), by the Daleckii-Krein formula:
+
+            sum_i xi'(lambda_i) + sum_{i < j} (xi(lambda_i) - xi(lambda_j))/(lambda_i - lambda_j)
+
+        (the GAMP-RIE Onsager coefficient, aim.md 5: ``V = 2 D div/d^2`` in units where
+        ``R = S + sqrt(D) Z``).  Nearly equal eigenvalue pairs use ``xi'`` at their mean."""
+        R = np.asarray(R, dtype=float)
+        lam = np.linalg.eigvalsh(0.5 * (R + R.T))
+        f, fp = self.eigenvalue_map(lam, law_params, D, derivative=True)
+        dl = lam[:, None] - lam[None, :]
+        df = f[:, None] - f[None, :]
+        close = np.abs(dl) < 1e-9 * max(1.0, float(np.max(np.abs(lam))))
+        mean_fp = 0.5 * (fp[:, None] + fp[None, :])
+        ratio = np.where(close, mean_fp, df / np.where(close, 1.0, dl))
+        iu = np.triu_indices(len(lam), 1)
+        return float(np.sum(fp) + np.sum(ratio[iu]))
+
     def denoise(self, R, law_params, D) -> np.ndarray:
         """``S_hat = V diag(xi(lambda)) V^T`` for a symmetric observation ``R = S +
         sqrt(D) Z`` whose eigenvalues follow the observation law."""
