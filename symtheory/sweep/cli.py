@@ -208,7 +208,8 @@ def register(sub) -> None:
                         description="symtheory reproduce list | NAME [NAME ...] [--quick]: runs "
                         "the figure's sweep into a store in the output folder (resumable), "
                         "writes CSV per block, params.json and the PNG.")
-    rp.add_argument("names", nargs="+", metavar="list|NAME")
+    rp.add_argument("names", nargs="+", metavar="list|NAME",
+                    help="figure names to reproduce, or `list` to print the available ones")
     rp.add_argument("--quick", action="store_true", help="small grids (seconds to minutes)")
     rp.add_argument("--out", help="output folder (default results/reproduce/NAME[-quick])")
     _execution_args(rp)
