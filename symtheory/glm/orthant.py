@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import log_ndtr, logsumexp
+from scipy.special import log_ndtr, logsumexp, ndtr
 
 from ..core import validate
 
@@ -46,9 +46,29 @@ _LOG_PHI0 = -0.5 * math.log(2 * math.pi)
 
 def log_bvn_cdf(h, k, r) -> np.ndarray:
     """``log Phi_2(h, k; r)`` (standard bivariate normal, correlation ``|r| < 1``),
-    vectorised, accurate in every tail (module docstring)."""
+    vectorised, accurate in every tail (module docstring).
+
+    When both limits are positive the mass sits near the origin, far from the lower
+    limit the integral below starts from, and the log-spaced rule loses digits (log
+    Phi_2 came out positive at h = k = 11); there the complement is used,
+    ``Phi_2(h, k) = 1 - Phi(-h) - Phi(-k) + Phi_2(-h, -k; r)``, whose small terms are
+    lower-tail values computed accurately."""
     h, k = np.broadcast_arrays(np.asarray(h, float), np.asarray(k, float))
     r = np.broadcast_to(np.asarray(r, float), h.shape)
+    out = _log_bvn_cdf_lower(h, k, r)
+    upper = np.minimum(h, k) > 0
+    if np.any(upper):
+        hu, ku, ru = h[upper], k[upper], r[upper]
+        tail = (ndtr(-hu) + ndtr(-ku)
+                - np.exp(_log_bvn_cdf_lower(-hu, -ku, ru)))
+        out = np.array(out, dtype=float)
+        out[upper] = np.log1p(-tail)
+    return out
+
+
+def _log_bvn_cdf_lower(h, k, r) -> np.ndarray:
+    """``log Phi_2`` by the log-spaced rule below ``min(h, k)`` (accurate unless both
+    limits are large and positive)."""
     lo = np.minimum(np.minimum(h, k), _H_CAP)
     hi = np.maximum(h, k)
     s = np.sqrt(1.0 - r * r)

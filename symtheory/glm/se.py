@@ -88,11 +88,13 @@ class StateEvolution:
     samples at each ``Q`` (so the map depends on ``Q`` alone, not on the order of calls)
     -- about 3x lower variance for the attention channel (the ``g g^T`` samples are
     heavy-tailed, ``-J`` is bounded above).
+        ``check_channel=False`` skips the channel's declaration check (see
+    :meth:`MultiIndexModel.channel`); the default runs it.
     """
 
     def __init__(self, model, alpha, *, samples=20000, seed=0, noise_variance=None, rule=None,
                  side_information=0.0, structure="auto", prior=None, regularization=0.0,
-                 estimator="auto"):
+                 estimator="auto", check_channel=True):
         if not (np.isfinite(alpha) and alpha > 0):
             raise ValueError(f"alpha must be finite and > 0, got {alpha}")
         if int(samples) < 2:
@@ -106,7 +108,7 @@ class StateEvolution:
         self.samples = int(samples)
         self.seed = seed
         self.lam = float(side_information)
-        self.channel = model.channel(noise_variance, rule)
+        self.channel = model.channel(noise_variance, rule, check=check_channel)
         self.noise_variance = noise_variance
         self.prior = prior or GaussianPrior()
         P, M = model.P, model.M
