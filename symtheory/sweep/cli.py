@@ -79,7 +79,8 @@ def _run(args) -> int:
         raise ParameterError("run: give the spec file, e.g. symtheory sweep run grid.toml")
     spec = load_spec(args.target, store=args.store)  # every error surfaces before a task runs
     report = run(spec, scheduler=args.scheduler, workers=args.workers, serial=args.serial,
-                 retry_failed=args.retry_failed, progress=not args.quiet)
+                 retry_failed=args.retry_failed, progress=not args.quiet,
+                 max_in_flight=args.max_in_flight, batch=args.batch)
     print(report.summary(), file=sys.stderr)
     for e in report.errors[:5]:
         print(f"  failed: {e['params']}: {e['error']}", file=sys.stderr)
@@ -194,6 +195,12 @@ def register(sub) -> None:
     _execution_args(sw)
     sw.add_argument("--retry-failed", action="store_true",
                     help="run: recompute points stored with an error by the same code")
+    sw.add_argument("--max-in-flight", type=_positive_int("max-in-flight"), default=None,
+                    help="run: tasks submitted and not yet stored (default 4 per worker thread); "
+                         "a killed driver loses at most these")
+    sw.add_argument("--batch", type=_positive_int("batch"), default=None,
+                    help="run: grid points per Dask task (default: sized so a Dask task lasts "
+                         "~0.5 s; each point is still its own row)")
     sw.add_argument("--format", default="csv", help="export: csv (default), json or parquet")
     sw.add_argument("--out", help="export: output file (default stdout); plot: PNG path")
     sw.add_argument("--any-code", action="store_true",

@@ -155,13 +155,20 @@ def local_cluster(workers: int | None = None):
     processes (default: one per core), no dashboard (nothing listens beyond 127.0.0.1)."""
     import logging
 
+    import dask
     from distributed import LocalCluster
 
     if not logging.getLogger().isEnabledFor(logging.INFO):  # quiet unless `symtheory -v`
         logging.getLogger("distributed").setLevel(logging.WARNING)
     n = _cores() if workers is None else workers
-    return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                        dashboard_address=None, silence_logs=logging.ERROR)
+    # worker-saturation inf: the scheduler sends each worker its share of the submitted
+    # tasks at once instead of one at a time (no idle round trip between two tasks; the
+    # driver bounds what is submitted).  The scheduler's HTTP endpoints (health, metrics)
+    # go to a free loopback port: no dashboard, no clash with a cluster on 8787.
+    with dask.config.set({"distributed.scheduler.worker-saturation": float("inf")}):
+        return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                            dashboard_address=None, silence_logs=logging.ERROR,
+                            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
 
 
 def _connect(scheduler, workers):
@@ -193,17 +200,64 @@ def _check_workers(client, source_hash: str) -> None:
             + "); install the same code on every worker")
 
 
+class _Recorder:
+    """Commits results as they arrive (one transaction per arrival) and keeps the report
+    and the progress bar (tasks done / total, rate, ETA, failures) up to date."""
+
+    def __init__(self, store, report, code, bar):
+        self.store, self.report, self.code, self.bar = store, report, code, bar
+
+    def __call__(self, pairs) -> None:
+        rep, keep = self.report, []
+        for point, result in pairs:
+            if result["source_hash"] != self.code:
+                rep.lost += 1
+                warnings.warn(f"{point.computation} {point.params}: worker {result['worker']} "
+                              f"runs other code ({result['source_hash'][:12]}); not stored",
+                              SweepWarning, stacklevel=3)
+                continue
+            keep.append((point, result))
+            if result["status"] == "error":
+                rep.failed += 1
+                if len(rep.errors) < 20:
+                    rep.errors.append({"params": point.params,
+                                       "error": result["error"].splitlines()[0]})
+        t0 = time.perf_counter()
+        self.store.add_many(keep)
+        rep.store_seconds += time.perf_counter() - t0
+        rep.computed += len(keep)
+        self.tick(len(pairs))
+
+    def lost(self, points, why) -> None:
+        self.report.lost += len(points)
+        warnings.warn(f"{len(points)} task(s) lost ({why}), e.g. {points[0].computation} "
+                      f"{points[0].params}; not stored", SweepWarning, stacklevel=3)
+        self.tick(len(points))
+
+    def tick(self, n) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+            self.bar.set_postfix(failed=self.report.failed, lost=self.report.lost, refresh=False)
+
+
 def run(spec, *, store=None, scheduler=None, client=None, workers: int | None = None,
         serial: bool = False, retry_failed: bool = False, progress: bool = True,
-        retries: int = DEFAULT_RETRIES, max_in_flight: int | None = None) -> RunReport:
+        retries: int = DEFAULT_RETRIES, max_in_flight: int | None = None,
+        batch: int | None = None) -> RunReport:
     """Run a sweep (a spec path, TOML text, dict or :class:`~symtheory.sweep.spec.Spec`).
 
     ``store`` overrides the spec's store file; ``serial`` runs in this process (no Dask);
     ``client`` (a ``distributed.Client``) or ``scheduler`` (an address) use a running
     cluster, otherwise a local one with ``workers`` processes is started and shut down.
     ``retry_failed`` recomputes points stored with an error by the same code.
-    ``max_in_flight`` bounds the tasks submitted and not yet stored (default: 4 per
-    worker thread), so a killed driver loses at most that many.
+
+    On Dask each grid point is still one task of the store (its own row and wall time),
+    but consecutive points of a computation are sent to a worker together, ``batch`` at a
+    time (default: sized from the measured task times so that a Dask task lasts about
+    :data:`BATCH_SECONDS` -- one for slow tasks, many for millisecond ones, whose
+    scheduling would otherwise cost more than their computation).  ``max_in_flight``
+    bounds the Dask tasks submitted and not yet stored (default: 4 per worker thread),
+    so a killed driver loses at most those points.
     """
     import symtheory
     from ..core.derive import package_digest
@@ -211,10 +265,10 @@ def run(spec, *, store=None, scheduler=None, client=None, workers: int | None = 
     spec = load_spec(spec, store=store)
     if spec.store is None:
         raise ParameterError("store: give a results store path (the spec has no file to put it beside)")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
-                                or workers < 1):
-        raise ParameterError(f"workers must be an integer >= 1, got {workers!r}")
-    if not isinstance(retries, int) or retries < 0:
+    for name, value in (("workers", workers), ("max_in_flight", max_in_flight), ("batch", batch)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ParameterError(f"{name} must be an integer >= 1, got {value!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ParameterError(f"retries must be an integer >= 0, got {retries!r}")
     code, version = package_digest(), symtheory.__version__
     points = spec.points()
@@ -229,36 +283,15 @@ def run(spec, *, store=None, scheduler=None, client=None, workers: int | None = 
         run_id = st.begin_run(spec.name, spec.source, version, code, executor)
         t0 = time.perf_counter()
         bar = _bar(spec.name, len(points), report.stored_before, progress)
-
-        def record(point, result):
-            if result["source_hash"] != code:
-                report.lost += 1
-                warnings.warn(f"{point.computation} {point.params}: worker {result['worker']} "
-                              f"runs other code ({result['source_hash'][:12]}); not stored",
-                              SweepWarning, stacklevel=2)
-            else:
-                ts = time.perf_counter()
-                st.add(point, result)
-                report.store_seconds += time.perf_counter() - ts
-                report.computed += 1
-                if result["status"] == "error":
-                    report.failed += 1
-                    if len(report.errors) < 20:
-                        report.errors.append({"params": point.params,
-                                              "error": result["error"].splitlines()[0]})
-            _tick(bar, report)
-
+        record = _Recorder(st, report, code, bar)
         try:
-            if not pending:
-                pass
-            elif serial:
+            if pending and serial:
                 report.submitted = len(pending)
                 for p in pending:
-                    record(p, execute_point(p.computation, p.params))
-            else:
-                _run_dask(pending, record, report, client=client, scheduler=scheduler,
-                          workers=workers, code=code, retries=retries, max_in_flight=max_in_flight,
-                          bar=bar)
+                    record([(p, execute_point(p.computation, p.params))])
+            elif pending:
+                _run_dask(pending, record, client=client, scheduler=scheduler, workers=workers,
+                          code=code, retries=retries, max_in_flight=max_in_flight, batch=batch)
         finally:
             report.seconds = time.perf_counter() - t0
             if bar is not None:
@@ -276,14 +309,54 @@ def _bar(name, total, initial, enabled):
                 dynamic_ncols=True, mininterval=0.5, smoothing=0.1)
 
 
-def _tick(bar, report):
-    if bar is not None:
-        bar.update(1)
-        bar.set_postfix(failed=report.failed, lost=report.lost, refresh=False)
+#: automatic batches aim at Dask tasks of about this many seconds (Dask's guidance: tasks
+#: well above its ~1 ms per-task overhead; a shared machine's wake-up latency is ~10 ms)
+BATCH_SECONDS = 0.5
+MAX_BATCH = 1000
 
 
-def _run_dask(pending, record, report, *, client, scheduler, workers, code, retries,
-              max_in_flight, bar):
+def execute_batch(items) -> list:
+    """:func:`execute_point` over ``[(computation, params), ...]`` (one Dask task)."""
+    return [execute_point(c, p) for c, p in items]
+
+
+class _Batches:
+    """Consecutive pending points of one computation, sized from the measured time per
+    point (exponential average of the records' wall times) unless ``fixed``."""
+
+    def __init__(self, pending, fixed, threads):
+        self.pending, self.next, self.fixed, self.threads = pending, 0, fixed, threads
+        self.seconds = {}
+
+    def observe(self, pairs) -> None:
+        for point, result in pairs:
+            old = self.seconds.get(point.computation)
+            t = result["wall_time"]
+            self.seconds[point.computation] = t if old is None else 0.5 * old + 0.5 * t
+
+    def take(self) -> list:
+        if self.next >= len(self.pending):
+            return []
+        comp = self.pending[self.next].computation
+        if self.fixed:
+            size = self.fixed
+        elif comp not in self.seconds:
+            size = 1  # measure first
+        else:
+            remaining = len(self.pending) - self.next
+            balance = -(-remaining // (2 * self.threads))  # >= 2 batches per worker thread left
+            size = max(1, min(int(BATCH_SECONDS / max(self.seconds[comp], 1e-6)), balance, MAX_BATCH))
+        out = []
+        while len(out) < size and self.next < len(self.pending) and \
+                self.pending[self.next].computation == comp:
+            out.append(self.pending[self.next])
+            self.next += 1
+        return out
+
+
+def _run_dask(pending, record, *, client, scheduler, workers, code, retries, max_in_flight, batch):
+    import hashlib
+
     from distributed import as_completed
 
     own_client, cluster = (client, None) if client is not None else _connect(scheduler, workers)
@@ -291,18 +364,19 @@ def _run_dask(pending, record, report, *, client, scheduler, workers, code, retr
         _check_workers(own_client, code)
         threads = sum(own_client.nthreads().values())
         window = max_in_flight or max(8, 4 * threads)
-        queue = iter(pending)
-        by_key = {}
+        batches = _Batches(pending, batch, threads)
+        in_flight = {}
         done = as_completed()
 
         def submit_next() -> bool:
-            p = next(queue, None)
-            if p is None:
+            points = batches.take()
+            if not points:
                 return False
-            fut = own_client.submit(execute_point, p.computation, p.params,
-                                    key=f"sweep-{p.computation}-{p.key}", retries=retries)
-            by_key[fut.key] = p
-            report.submitted += 1
+            key = hashlib.sha256("".join(p.key for p in points).encode()).hexdigest()
+            fut = own_client.submit(execute_batch, [(p.computation, p.params) for p in points],
+                                    key=f"sweep-{points[0].computation}-{key}", retries=retries)
+            in_flight[fut.key] = points
+            record.report.submitted += len(points)
             done.add(fut)
             return True
 
@@ -310,15 +384,13 @@ def _run_dask(pending, record, report, *, client, scheduler, workers, code, retr
             if not submit_next():
                 break
         for fut in done:
-            p = by_key.pop(fut.key)
+            points = in_flight.pop(fut.key)
             if fut.status == "finished":
-                record(p, fut.result())
+                pairs = list(zip(points, fut.result()))
+                batches.observe(pairs)
+                record(pairs)
             else:
-                exc = fut.exception() if fut.status == "error" else fut.status
-                report.lost += 1
-                warnings.warn(f"{p.computation} {p.params}: task lost ({exc!r}); not stored",
-                              SweepWarning, stacklevel=2)
-                _tick(bar, report)
+                record.lost(points, fut.exception() if fut.status == "error" else fut.status)
             fut.release()
             submit_next()
     finally:

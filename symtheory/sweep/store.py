@@ -56,9 +56,15 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 """
 
-ROW_FIELDS = ("id", "computation", "point_key", "params", "seed", "status", "outputs",
-              "convergence", "error", "wall_time", "worker", "finished_at", "version",
-              "source_hash")
+_INSERT = (
+    "INSERT INTO results (computation, point_key, params, seed, status, outputs, convergence, "
+    "error, wall_time, worker, finished_at, version, source_hash) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (point_key, source_hash) DO UPDATE SET "
+    "status = excluded.status, outputs = excluded.outputs, convergence = excluded.convergence, "
+    "error = excluded.error, wall_time = excluded.wall_time, worker = excluded.worker, "
+    "finished_at = excluded.finished_at, version = excluded.version "
+    "WHERE results.status = 'error'")
 
 
 def now() -> str:
@@ -115,22 +121,21 @@ class Store:
         ``result`` is what :func:`symtheory.sweep.runner.execute_point` returned.  An ``ok``
         row is never replaced; an ``error`` row is replaced by a new result of the same
         code (a retry).  Returns whether a row was written."""
-        row = (point.computation, point.key, _dumps(point.params), point.params.get("seed"),
-               result["status"], _dumps(result.get("outputs")), _dumps(result.get("convergence")),
-               result.get("error"), result.get("wall_time"), result.get("worker"), now(),
-               result["version"], result["source_hash"])
+        return self.add_many([(point, result)]) == 1
+
+    def add_many(self, pairs) -> int:
+        """Commit several ``(point, result)`` in one transaction (results that arrived
+        together); returns the number of rows written."""
+        written = 0
         with self.db:
-            cur = self.db.execute(
-                "INSERT INTO results (computation, point_key, params, seed, status, outputs, "
-                "convergence, error, wall_time, worker, finished_at, version, source_hash) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (point_key, source_hash) DO UPDATE SET "
-                "status = excluded.status, outputs = excluded.outputs, "
-                "convergence = excluded.convergence, error = excluded.error, "
-                "wall_time = excluded.wall_time, worker = excluded.worker, "
-                "finished_at = excluded.finished_at, version = excluded.version "
-                "WHERE results.status = 'error'", row)
-        return cur.rowcount > 0
+            for point, result in pairs:
+                written += self.db.execute(_INSERT, (
+                    point.computation, point.key, _dumps(point.params), point.params.get("seed"),
+                    result["status"], _dumps(result.get("outputs")),
+                    _dumps(result.get("convergence")), result.get("error"),
+                    result.get("wall_time"), result.get("worker"), now(), result["version"],
+                    result["source_hash"])).rowcount
+        return written
 
     def begin_run(self, name: str, spec: dict, version: str, source_hash: str, executor: str) -> int:
         with self.db:
