@@ -249,3 +249,7 @@ def register(sub) -> None:
                     metavar="DIGITS", help="hardmax: digits of the threshold (default 30)")
     add_output(tr, quiet=False)
     tr.set_defaults(func=cmd_threshold)
+
+    from .gd_cli import register_gd
+
+    register_gd(asub)
