@@ -379,10 +379,10 @@ def test_reproduce_smi_quick(tmp_path):
     assert out.returncode == 0, out.stderr
     with open(tmp_path / "smi.se_gamp.se.csv") as fh:
         se = list(csv.DictReader(fh))
-    assert [float(r["alpha"]) for r in se] == [0.3, 1.2]
-    # smi.md: layer 2 is learned first; at alpha = 1.2 both layers are (Q = I, README)
+    assert [float(r["alpha"]) for r in se] == [0.3, 0.8, 1.2]
+    # smi.md 8.4: layer 2 is learned first; at alpha = 1.2 both layers are (Q = I, README)
     assert float(se[0]["Q11"]) < 0.05 < float(se[0]["Q22"])
-    assert float(se[1]["Q11"]) > 0.99 and float(se[1]["Q22"]) > 0.99
+    assert float(se[2]["Q11"]) > 0.99 and float(se[2]["Q22"]) > 0.99
     assert (tmp_path / "smi.se_gamp.png").is_file()
 
 
