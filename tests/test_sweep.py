@@ -64,7 +64,7 @@ def _main(capsys, *args):
 BAD_SPECS = [
     ("computation = 'bsr.nope'\nalpha = 0.1", "run[0].computation", "bsr.theory_point"),
     ("computation = 'bsr.theory_point'\nalfa = 0.1\nbeta = 1.0\nrho = 0.5", "run[0].alfa",
-     "alpha (real in [0, inf))"),
+     "alpha (a real in [0, inf))"),
     ("computation = 'bsr.theory_point'\nalpha = [0.1, -0.2]\nbeta = 1.0\nrho = 0.5",
      "run[0].alpha", "[0, inf)"),
     ("computation = 'bsr.theory_point'\nalpha = 0.1\nbeta = 1.0\nrho = 0.0", "run[0].rho",
@@ -221,7 +221,7 @@ def test_failures_recorded_sweep_goes_on_and_retry(fake_family, tmp_path):
     assert rows[-2.0]["convergence"]["warnings"] == "RuntimeWarning: negative x"
     # same code: nothing recomputed, the failure stays failed unless asked
     rep = run(spec, store=store, serial=True, progress=False)
-    assert (rep.stored_before, rep.computed) == (4, 0)
+    assert (rep.stored_before, rep.failed_before, rep.computed, rep.complete) == (4, 1, 0, False)
     sys.modules[fake_family].FAIL_AT.clear()
     rep = run(spec, store=store, serial=True, progress=False, retry_failed=True)
     assert (rep.computed, rep.failed, rep.complete) == (1, 0, True)
@@ -379,10 +379,10 @@ def test_reproduce_smi_quick(tmp_path):
     assert out.returncode == 0, out.stderr
     with open(tmp_path / "smi.se_gamp.se.csv") as fh:
         se = list(csv.DictReader(fh))
-    assert [float(r["alpha"]) for r in se] == [0.3, 1.2]
-    # smi.md: layer 2 is learned first; at alpha = 1.2 both layers are (Q = I, README)
+    assert [float(r["alpha"]) for r in se] == [0.3, 0.8, 1.2]
+    # smi.md 8.4: layer 2 is learned first; at alpha = 1.2 both layers are (Q = I, README)
     assert float(se[0]["Q11"]) < 0.05 < float(se[0]["Q22"])
-    assert float(se[1]["Q11"]) > 0.99 and float(se[1]["Q22"]) > 0.99
+    assert float(se[2]["Q11"]) > 0.99 and float(se[2]["Q22"]) > 0.99
     assert (tmp_path / "smi.se_gamp.png").is_file()
 
 

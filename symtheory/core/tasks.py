@@ -78,22 +78,22 @@ class Param:
         return self.default is _REQUIRED
 
     def describe(self) -> str:
-        """The valid values in words, e.g. ``real in (0, inf]`` or ``integer >= 1``."""
+        """The valid values in words, e.g. ``a real in (0, inf]`` or ``an integer >= 1``."""
         if self.kind == "real":
             lo = "-inf" if self.low is None else f"{self.low:g}"
             hi = "inf" if self.high is None else f"{self.high:g}"
             lb = "(" if self.low_open or self.low is None else "["
             rb = ")" if self.high_open or (self.high is None and not self.allow_inf) else "]"
-            text = f"real in {lb}{lo}, {hi}{rb}"
+            text = f"a real in {lb}{lo}, {hi}{rb}"
         elif self.kind == "integer":
             if self.low is not None and self.high is not None:
-                text = f"integer in [{self.low}, {self.high}]"
+                text = f"an integer in [{self.low}, {self.high}]"
             elif self.low is not None:
-                text = f"integer >= {self.low}"
+                text = f"an integer >= {self.low}"
             elif self.high is not None:
-                text = f"integer <= {self.high}"
+                text = f"an integer <= {self.high}"
             else:
-                text = "integer"
+                text = "an integer"
         elif self.kind == "choice":
             text = "one of " + ", ".join(repr(c) for c in self.choices)
         else:
@@ -108,8 +108,8 @@ class Param:
         if value is None:
             if self.nullable:
                 return None
-            raise ParameterError(f"{name} must be a {self.describe()}, got none")
-        bad = ParameterError(f"{name} must be a {self.describe()}, got {value!r}")
+            raise ParameterError(f"{name} must be {self.describe()}, got none")
+        bad = ParameterError(f"{name} must be {self.describe()}, got {value!r}")
         if self.kind == "real":
             if isinstance(value, bool):
                 raise bad
@@ -195,7 +195,7 @@ class Computation:
                 out[key] = spec.check(prefix + key, params[key])
             elif spec.required:
                 raise ParameterError(f"{prefix}{key}: required parameter of {self.name} is "
-                                     f"missing; give a {spec.describe()}")
+                                     f"missing; give {spec.describe()}")
             else:
                 out[key] = spec.default
         if self.check is not None:

@@ -115,6 +115,7 @@ class RunReport:
     executor: str
     total: int
     stored_before: int
+    failed_before: int = 0  # of stored_before: stored with an error, not retried
     submitted: int = 0
     computed: int = 0
     failed: int = 0
@@ -126,14 +127,17 @@ class RunReport:
     @property
     def complete(self) -> bool:
         """Every point of the grid is stored without error."""
-        return self.stored_before + self.computed - self.failed == self.total and self.lost == 0
+        ok = self.stored_before - self.failed_before + self.computed - self.failed
+        return ok == self.total and self.lost == 0
 
     def summary(self) -> str:
         rate = self.computed / self.seconds if self.seconds > 0 else float("nan")
         text = (f"{self.name}: {self.total} tasks, {self.stored_before} already stored, "
                 f"{self.computed} computed ({self.failed} failed, {self.lost} lost) in "
                 f"{self.seconds:.1f} s ({rate:.3g} tasks/s, {self.executor}); store {self.store}")
-        if self.failed:
+        if self.failed_before:
+            text += f"\n{self.failed_before} points were stored with an error by an earlier run"
+        if self.failed or self.failed_before:
             text += "\nfailed tasks are stored with their error; `sweep run --retry-failed` retries them"
         if self.lost:
             text += "\nlost tasks were not stored; run the same spec again to complete the grid"
@@ -280,6 +284,8 @@ def run(spec, *, store=None, scheduler=None, client=None, workers: int | None = 
         pending = [p for p in points if p.key not in stored or stored[p.key] in redo]
         report = RunReport(spec.name, str(spec.store), executor, len(points),
                            len(points) - len(pending))
+        report.failed_before = sum(stored.get(p.key) == "error" for p in points) - \
+            sum(stored.get(p.key) == "error" for p in pending)
         run_id = st.begin_run(spec.name, spec.source, version, code, executor)
         t0 = time.perf_counter()
         bar = _bar(spec.name, len(points), report.stored_before, progress)

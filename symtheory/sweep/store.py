@@ -86,8 +86,20 @@ class Store:
         if readonly:
             if not self.path.is_file():
                 raise ParameterError(f"store: no results store at {self.path}")
-            self.db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
-                                      timeout=30)
+            # read through a read-write connection that refuses writes (query_only), so the
+            # last one to close removes WAL's side files; mode=ro if the file is read-only
+            uri = self.path.resolve().as_uri()
+            try:
+                self.db = sqlite3.connect(f"{uri}?mode=rw", uri=True, timeout=30)
+                self.db.execute("PRAGMA query_only=ON")
+                tables = self.db.execute("SELECT name FROM sqlite_master").fetchall()
+            except sqlite3.OperationalError:
+                self.db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30)
+                tables = None
+            except sqlite3.DatabaseError as exc:
+                raise ParameterError(f"store: {self.path} is not a results store ({exc})") from None
+            if tables is not None and ("results",) not in tables:
+                raise ParameterError(f"store: {self.path} is not a results store (no results table)")
         else:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
