@@ -66,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     from .smi.cli import register as register_smi
 
     register_smi(sub)
+    from .aim.cli import register as register_aim
+
+    register_aim(sub)
+    from .sweep.cli import register as register_sweep
+
+    register_sweep(sub)
 
     c = sub.add_parser("cache", help="the generated-kernel cache")
     c.add_argument("action", choices=("info", "clear"))

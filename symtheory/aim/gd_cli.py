@@ -28,7 +28,7 @@ GD_DESCRIPTION = describe(
     "Students: the same architecture with their own W, initialised N(0, init-scale^2), "
     "trained by Adam (lr --lr, --steps full-batch steps) on sum_{mu,a,b} (f_W(X)_ab - y_ab)^2 "
     "/ d.  --students students start from independent initialisations on the same data.",
-    "Columns (one row per alpha and teacher): alpha (realised n/d^2), n, teacher, mse_single "
+    "Columns (one row per alpha and teacher): alpha = n/d^2 (realised), n, teacher, mse_single "
     "= mean over students of (1/d)||S_m - S||_F^2 (1 for S_hat = sqrt(rho) I), mse_single_std "
     "(over students), mse_averaged = (1/d)||mean_m S_m - S||_F^2 (averaged GD), "
     "mse_averaged_limit = mse_averaged - (mse_single - mse_averaged)/(students - 1) (an "

@@ -212,7 +212,9 @@ THEORY_COLUMNS = (
     "threshold (mmse = 0 above it when delta = 0); ridge_mse = error of Bayes-optimal ridge "
     "on the vectorized tokens (lambda = delta); alpha_lr = n/(r(d+L)) = alpha beta/((1 + "
     "beta) rho), the sample ratio per degree of freedom; converged, iterations, residual = "
-    "report of the fixed-point solve.  With --precision, mmse and q are strings with DIGITS "
+    "report of the fixed-point solve; mmse_error = certified bound on |mmse - exact| and "
+    "converged = (mmse_error <= rtol mmse); method = how the value was obtained (spectral "
+    "path, a limit with its bound, mpmath, exact).  With --precision, mmse and q are strings with DIGITS "
     "significant digits and digits_confirmed = digits agreeing with a solve at 2 x DIGITS.")
 GAMP_COLUMNS = (
     "Columns (one row per alpha and seed): alpha = n/(dL) of the drawn sizes, seed; mse = "

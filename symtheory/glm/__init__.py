@@ -4,7 +4,9 @@ After tramp's factor algebra: a model is a *prior* on the weights and an output
 *channel*; state evolution, GAMP and the errors are written once against them.
 
 * :mod:`.priors` -- Gaussian prior: log-partition -> input functions, overlap map, psi.
-* :mod:`.channels` -- scalar output channels from ``log Z_out`` (or a likelihood).
+* :mod:`.channels` -- scalar output channels from ``log Z_out`` (or a likelihood), checked
+  at declaration by :mod:`.checks` (g_out vs an independent derivative, normalization,
+  Nishimori, tower).
 * :mod:`.multi_index` -- multi-index channels with tokens ``y = g(Z)``: declaration,
   deterministic reduction, Gaussian output noise; ``g_out`` / ``dg_out`` from moments.
 * :mod:`.se` -- matrix state evolution; :mod:`.errors` -- Bayes / plug-in errors.
@@ -20,6 +22,11 @@ import importlib
 _EXPORTS = {
     "GaussianPrior": "priors",
     "ScalarChannel": "channels",
+    "likelihood_channel": "channels",
+    "threshold_channel": "channels",
+    "sign_channel": "channels",
+    "gaussian_noise_channel": "channels",
+    "ChannelCheckError": "checks",
     "MultiIndexModel": "multi_index",
     "DeterministicReduction": "multi_index",
     "StateEvolution": "se",

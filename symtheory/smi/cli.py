@@ -259,20 +259,6 @@ def cmd_error(args) -> int:
 
 
 # ----------------------------------------------------------------------- gamp
-def _gamp_tokens_damping(previous_weight: float) -> float:
-    """``gamp_tokens``' ``damping`` for a weight of the previous iterate.
-
-    Transitional: until the engine adopts the package convention (weight of the previous
-    iterate, default 0) it takes the weight of the new iterate (default 1); its default,
-    which means "undamped" in both conventions, tells which one it uses."""
-    import inspect
-
-    from ..glm.gamp_tokens import gamp_tokens
-
-    default = inspect.signature(gamp_tokens).parameters["damping"].default
-    return 1.0 - previous_weight if default == 1.0 else previous_weight
-
-
 def cmd_gamp(args) -> int:
     model = build_model(args)
     import numpy as np
@@ -288,7 +274,7 @@ def cmd_gamp(args) -> int:
     if lam > 0:
         rng = np.random.default_rng(args.seed + 1)
         S = np.sqrt(lam) * data.W + rng.standard_normal(data.W.shape)
-    res = gamp_tokens(data.X, data.y, ch, damping=_gamp_tokens_damping(args.damping),
+    res = gamp_tokens(data.X, data.y, ch, damping=args.damping,
                       max_iter=args.max_iter, seed=args.seed + 2, init_scale=args.init_scale,
                       side_information=lam, side_observation=S, truth=data.W,
                       progress=not args.quiet)
