@@ -324,6 +324,23 @@ def test_averaged_gd_beats_single_runs(trained):
     assert res.mse_averaged < res.mse_single / 1.3
 
 
+@needs_jax
+def test_gd_against_the_bayes_curve_light(trained):
+    """Light variant of the acceptance test below (d = 30, 8 students, alpha = 0.05; Bayes
+    0.7237 from the package's SE).  Over four teachers at this size (seeds 1-4) single GD
+    measured 1.77, 2.07, 1.93, 2.11 x Bayes (a posterior sample: 2 x) and the estimate for
+    infinitely many students 0.689, 0.747, 0.856, 0.884: the bounds [1.5, 2.4] and
+    |limit - Bayes| < 0.2 cover that teacher-to-teacher spread; students collapsing on one
+    solution (ratio ~1) or failing to fit (error >~ 1.5) fail them."""
+    from symtheory.aim.theory import solve_mse
+
+    D, res = trained
+    bayes = float(solve_mse(D.alpha, SHAPE["rho"], SHAPE["seq_len"]).value)
+    assert bayes == pytest.approx(0.7236774222, abs=1e-9)      # aim.md 7, alpha_tilde = 0.2
+    assert 1.5 < res.mse_single / bayes < 2.4
+    assert abs(res.mse_averaged_limit - bayes) < 0.2
+
+
 def test_averaged_limit_is_unbiased_for_infinitely_many_students():
     """mse_averaged - spread/(M - 1) estimates the error of the students' mean without
     bias: synthetic 'students' W_m = W_c + noise, K draws of M = 4, against the error of
@@ -468,14 +485,12 @@ def test_cli_writes_table_params_and_plot(tmp_path, trained):
 
 
 # ----------------------------------------------------------------------- acceptance
-def reference_bayes_t2(alphas, rho=0.5):
-    """The authors' SE curve (softmax, T = 2), linear interpolation; 0 past alpha_PR."""
-    with open(REFERENCE / "SE_softmax" / f"SE_softmax_T=2_rho={rho:g}.csv", newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    a = np.array([float(r["alpha"]) for r in rows])
-    m = np.array([float(r["mmse"]) for r in rows])
-    alphas = np.asarray(alphas)
-    return np.where(alphas > a[-1], 0.0, np.interp(alphas, a, m))
+def bayes_t2(alphas, rho=0.5):
+    """The package's Bayes-optimal MSE (softmax, T = 2; aim.md 3.4), checked against the
+    authors' SE file in tests/test_aim_theory.py."""
+    from symtheory.aim.theory import solve_mse
+
+    return np.array([float(solve_mse(a, rho, 2, "softmax").value) for a in alphas])
 
 
 def reference_gd_averaged_t2(alphas):
@@ -496,9 +511,10 @@ def reference_gd_averaged_t2(alphas):
 def test_acceptance_gd_reproduces_the_papers_experiment():
     """aim.md 6 at d = 100, 16 students, softmax T = 2, rho = 0.5, Adam lr 0.1, 1000 steps,
     one teacher per alpha, at three points of the authors' grid: alpha = 0.0505, 0.103,
-    0.210 (alpha_PR = 0.1875).  Bayes = the authors' SE file (until the package's theory
-    lands).  Seed 0 measured: averaged 0.776, 0.467, 0.016; estimate for infinitely many
-    students 0.741, 0.442, 0.014; single 1.303, 0.840, 0.042; Bayes 0.720, 0.374, 0.
+    0.210 (alpha_PR = 0.1875).  Bayes = the package's SE (aim.md 3.4): 0.7204, 0.3737, 0
+    (the authors' SE file agrees, tests/test_aim_theory.py).  Seed 0 measured (476 s on
+    the shared 2-core machine): averaged 0.776, 0.467, 0.016; estimate for infinitely many
+    students 0.741, 0.442, 0.014; single 1.303, 0.840, 0.042.
 
     * The authors' d = 200 averaged GD (32 students, mean of 16 teachers) is reproduced:
       0.781, 0.432, 0.015.  Bound 0.05: teacher-to-teacher std at d = 100 ~0.02 (two
@@ -515,7 +531,7 @@ def test_acceptance_gd_reproduces_the_papers_experiment():
 
     alphas = [float(a) for a in np.geomspace(0.0012, 0.3, 32)[[21, 25, 29]]]
     t = gd_curve(alphas, d=100, rho=0.5, seq_len=2, students=16, teachers=1, seed=0)
-    bayes = reference_bayes_t2(t["alpha"])
+    bayes = bayes_t2(t["alpha"])
     authors = reference_gd_averaged_t2(alphas)
     print("alpha", t["alpha"], "\nbayes", bayes, "\naveraged", t["mse_averaged"],
           "\nlimit", t["mse_averaged_limit"], "\nsingle", t["mse_single"],
