@@ -253,3 +253,6 @@ def register(sub) -> None:
     from .gd_cli import register_gd
 
     register_gd(asub)
+    from .gamp_cli import register_gamp
+
+    register_gamp(asub)

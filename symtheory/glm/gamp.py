@@ -101,12 +101,16 @@ class GampResult:
 
 
 def gamp(Phi: np.ndarray, y: np.ndarray, *, channel, channel_params=(), denoiser: Callable,
-         v0: float = 1.0, a_estimator: str = "derivative", damping: float = 0.0,
+         v0: float = 1.0, x0: np.ndarray | None = None, a_estimator: str = "derivative", damping: float = 0.0,
          max_iter: int = 200, tol: float = 1e-9, truth: np.ndarray | None = None,
          se_map: Callable | None = None, divergence_bound: float = 1e3,
          restore_best: bool = True, progress: bool = False) -> GampResult:
     """Run GAMP; see the module docstring.  ``denoiser(R, noise_var) -> (x, V)``;
-    ``damping`` = weight of the previous iterate in [0, 1) (0: undamped)."""
+    ``damping`` = weight of the previous iterate in [0, 1) (0: undamped).  ``Phi`` may be
+    any linear operator with ``shape``, ``Phi @ x`` and ``Phi.T @ g`` (e.g. a
+    :class:`scipy.sparse.linalg.LinearOperator`: the matrix need not be stored).  ``x0``
+    (default 0) is the first estimate, ``v0`` its error variance (the prior's mean and
+    variance for a prior that is not centred)."""
     if a_estimator not in ("derivative", "square"):
         raise ValueError(f"a_estimator must be 'derivative' or 'square', got {a_estimator!r}")
     damp = MessageDamping(damping)
@@ -114,7 +118,9 @@ def gamp(Phi: np.ndarray, y: np.ndarray, *, channel, channel_params=(), denoiser
     if y.shape != (n,):
         raise ValueError(f"y must have shape ({n},), got {y.shape}")
     alpha = n / p
-    x = np.zeros(p)
+    x = np.zeros(p) if x0 is None else np.array(x0, dtype=float)
+    if x.shape != (p,):
+        raise ValueError(f"x0 must have shape ({p},), got {x.shape}")
     v = float(v0)
     v_se = float(v0)
     g = np.zeros(n)

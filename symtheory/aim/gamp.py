@@ -1,0 +1,304 @@
+"""GAMP-RIE for the attention-indexed model and the quadratic network (aim.md 5).
+
+The AIM is a GLM on the symmetric matrix ``S`` with ``K = T(T+1)/2`` unit sensing
+matrices per sample (aim.md 2): ``u_k = Tr(G^k S)``.  This module runs it on the shared
+engine :func:`symtheory.glm.gamp.gamp` with
+
+* the sensing operator ``A(S)_{mu k} = Tr(G^{mu k} S)`` and its adjoint applied from the
+  tokens (``X S X^T`` and ``X^T diag(g) X``, cost ``O(n T d^2)``): the ``G`` matrices are
+  never stored (:class:`IndexOperator`);
+* coordinates ``x = sqrt(p/d) (S_ii, sqrt(2) S_ij (i < j))``, ``p = d(d+1)/2``: the
+  operator has unit-variance rows, ``mean(x^2) = (1/d)||S||_F^2`` and the engine's
+  ``mean((x - x*)^2)`` is the MSE ``(1/d)||S_hat - S||_F^2`` of aim.md 1.1;
+* the engine's ``R = x + Phi^T g/A`` (noise ``1/A`` per coordinate) is the matrix
+  ``S + sqrt(D) Z`` (``Z`` GOE) with ``D = d/((d + 1) A)``: the spec's
+  ``R = S_hat + (2/(q_hat d)) A*(g)``, ``D = 1/q_hat``, ``q_hat = (2/d^2) sum g^2``
+  (the engine's ``"square"`` estimator);
+* the symmetric RIE denoiser ``xi(x) = x - 2 D h(x)`` with the physical branch outside
+  the bulk (:meth:`glm.spectral_priors.SymmetricRIE.denoise`) and, as Onsager
+  coefficient, its exact divergence (Daleckii-Krein) ``V = D div/p ... `` in engine units
+  ``V = div/(p A)`` -- which equals ``mmse(D)`` in the large-``d`` limit (Nishimori);
+* output channels in u-space: the linear-rank closed form for softmax (any inverse
+  temperature, optional noise) and the identity/QN link (aim.md 3.4), the bivariate
+  orthant channel for hardmax ``T = 2`` (aim.md 3.5; ``variant="joint-density"`` is the
+  published surrogate, for reproduction only);
+* the scalar state evolution of the same model (aim.md 3.3) iterated alongside: the trace
+  holds the GAMP error, its predicted variance and the SE prediction per iteration.
+
+Initialisation (aim.md 5): ``S_hat = sqrt(rho) I`` (the prior mean), ``V = 1`` (its error).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ..core import validate
+from . import data as aim_data
+
+
+class IndexOperator:
+    """``A(S)_{mu k} = Tr(G^{mu k} S)`` for tokens ``X`` of shape ``(n, T, d)`` (aim.md 2, 5),
+    in the u-space ordering ``k = (a, b), a <= b`` row-major, without storing ``G``.
+
+    ``u_ab = x_a^T S x_b/sqrt(d)`` (a < b), ``u_aa = (x_a^T S x_a - Tr S)/sqrt(2 d)``;
+    the adjoint is ``A*(g) = sum_mu X_mu^T C_mu X_mu - (sum g_aa/sqrt(2d)) I`` with
+    ``C_ab = C_ba = g_ab/(2 sqrt d)``, ``C_aa = g_aa/sqrt(2 d)``.
+    """
+
+    def __init__(self, X: np.ndarray):
+        X = np.asarray(X, dtype=float)
+        if X.ndim != 3:
+            raise validate.ParameterError(f"X must have shape (n, T, d), got {X.shape}")
+        self.X = X
+        self.n, self.T, self.d = X.shape
+        self.rows, self.cols = np.triu_indices(self.T)
+        self.diag = self.rows == self.cols
+        self.K = len(self.rows)
+        self.p = self.d * (self.d + 1) // 2
+        self._iu = np.triu_indices(self.d, 1)
+        self._flat = X.reshape(self.n * self.T, self.d)
+
+    # ---------------------------------------------------------------- matrix form
+    def forward(self, S: np.ndarray) -> np.ndarray:
+        """``u`` of shape ``(n, K)``."""
+        XS = (self._flat @ S).reshape(self.n, self.T, self.d)
+        h = np.einsum("nad,nbd->nab", XS, self.X)
+        u = h[:, self.rows, self.cols]
+        u[:, self.diag] = (u[:, self.diag] - np.trace(S)) / math.sqrt(2 * self.d)
+        u[:, ~self.diag] /= math.sqrt(self.d)
+        return u
+
+    def adjoint(self, g: np.ndarray) -> np.ndarray:
+        """``A*(g) = sum_{mu, k} g_{mu k} G^{mu k}`` (a symmetric ``d x d`` matrix)."""
+        g = np.asarray(g, dtype=float).reshape(self.n, self.K)
+        C = np.zeros((self.n, self.T, self.T))
+        off = g[:, ~self.diag] / (2 * math.sqrt(self.d))
+        C[:, self.rows[~self.diag], self.cols[~self.diag]] = off
+        C[:, self.cols[~self.diag], self.rows[~self.diag]] = off
+        dg = g[:, self.diag] / math.sqrt(2 * self.d)
+        C[:, self.rows[self.diag], self.cols[self.diag]] = dg
+        CX = (C @ self.X).reshape(self.n * self.T, self.d)
+        out = self._flat.T @ CX
+        out[np.diag_indices(self.d)] -= dg.sum()
+        return 0.5 * (out + out.T)
+
+    # ---------------------------------------------------------------- coordinates
+    def vec(self, S: np.ndarray) -> np.ndarray:
+        """``x = sqrt(p/d) (S_ii, sqrt(2) S_ij (i < j))``: ``mean(x^2) = ||S||_F^2/d``."""
+        return math.sqrt(self.p / self.d) * np.concatenate(
+            [np.diag(S), math.sqrt(2.0) * S[self._iu]])
+
+    def unvec(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=float) * math.sqrt(self.d / self.p)
+        S = np.zeros((self.d, self.d))
+        S[self._iu] = x[self.d:] / math.sqrt(2.0)
+        S = S + S.T
+        S[np.diag_indices(self.d)] = x[:self.d]
+        return S
+
+    def linear_operator(self):
+        """The ``(n K) x p`` operator on coordinates (unit-variance entries):
+        ``Phi x = A(unvec x)``, ``Phi^T g = (d/p) vec(A*(g))``."""
+        from scipy.sparse.linalg import LinearOperator
+
+        return LinearOperator(
+            (self.n * self.K, self.p), dtype=float,
+            matvec=lambda x: self.forward(self.unvec(np.ravel(x))).ravel(),
+            rmatvec=lambda g: (self.d / self.p) * self.vec(self.adjoint(np.ravel(g))))
+
+
+# ------------------------------------------------------------------ output channels
+def softmax_preimage(y: np.ndarray, inv_temp: float) -> np.ndarray:
+    """A preimage ``h* = h - h_TT J`` of row-softmax outputs ``y`` (``(n, T, T)``), aim.md
+    3.4: ``h*_ab = phi_ab + phi_Ta`` with ``phi_ab = log(y_ab/y_aT)/inv_temp``."""
+    phi = (np.log(y) - np.log(y[:, :, -1:])) / inv_temp
+    return phi + np.swapaxes(phi[:, -1:, :], 1, 2)
+
+
+class _LinearRankOutput:
+    """Linear-rank channel in the engine's flat layout: observations are the u-space
+    image of a preimage of ``y`` (aim.md 3.4)."""
+
+    def __init__(self, channel, K):
+        self.channel, self.K = channel, K
+        ker = channel.kernel
+        self._dg_diag = -(1.0 - np.sum(ker * ker, axis=1))     # diag of -(I - P_ker)
+
+    def gout(self, y, omega, V):
+        n = len(y) // self.K
+        g = self.channel.gout(y.reshape(n, self.K), omega.reshape(n, self.K), V)
+        dg = np.broadcast_to(self._dg_diag / (V + self.channel.noise), (n, self.K))
+        return g.ravel(), dg.ravel()
+
+
+class _HardmaxOutput:
+    """Hardmax (``T = 2``) as the bivariate orthant channel; observations are ``(y_11, y_12,
+    y_22)`` and the signs ``s_a = 2 y_aa - 1`` (aim.md 3.5).  Only the ``"square"``
+    estimator is used (``dg`` is not computed: NaN)."""
+
+    def __init__(self, channel):
+        self.channel, self.K = channel, 3
+
+    def gout(self, y, omega, V):
+        n = len(y) // self.K
+        yy = y.reshape(n, self.K)
+        s = 2.0 * yy[:, [0, 2]] - 1.0
+        g = self.channel.gout(s, omega.reshape(n, self.K), V)
+        return g.ravel(), np.full(g.size, np.nan)
+
+
+def output_channel(data: aim_data.AIMData, hardmax_variant: str = "bayes"):
+    """``(channel adapter, flat observations)`` for the engine (aim.md 3.4, 3.5)."""
+    from ..glm.spectral_se import LinearRankChannel
+    from . import model as M
+    from .theory import hardmax_channel, theory
+
+    T = data.seq_len
+    rows, cols = np.triu_indices(T)
+    diag = rows == cols
+    if data.link == "hardmax":
+        if T != 2:
+            raise validate.ParameterError(f"seq_len must be 2 for link='hardmax', got {T}")
+        return _HardmaxOutput(hardmax_channel(hardmax_variant)), data.y[:, rows, cols].ravel()
+    noise = float(theory().noise(data.delta)[0])
+    channel = LinearRankChannel.from_link(M.link_rank(T, data.link), noise)
+    h_star = data.y if data.link == "identity" else softmax_preimage(data.y, data.inv_temp)
+    u_star = h_star[:, rows, cols].copy()
+    u_star[:, diag] /= math.sqrt(2.0)
+    return _LinearRankOutput(channel, len(rows)), u_star.ravel()
+
+
+def se_engine(data: aim_data.AIMData, hardmax_variant: str = "bayes"):
+    """The scalar spectral SE of the same model (aim.md 3.3) at the realised alpha."""
+    from .theory import _engine, hardmax_engine
+
+    if data.link == "hardmax":
+        return hardmax_engine(data.alpha, data.rho, hardmax_variant)
+    return _engine(data.alpha, data.rho, data.seq_len, data.link, data.delta)
+
+
+# ------------------------------------------------------------------ the algorithm
+def run_gamp(data: aim_data.AIMData, *, damping: float = 0.3, max_iter: int = 200,
+             tol: float = 1e-9, hardmax_variant: str = "bayes", a_estimator: str | None = None,
+             onsager: str = "divergence", progress: bool = False):
+    """GAMP-RIE on one AIM/QN data set (aim.md 5); returns the engine's
+    :class:`~symtheory.glm.gamp.GampResult` (``final_mse`` = ``(1/d)||S_hat - S||_F^2``;
+    trace columns ``mse, variance, se_variance`` per iteration) with ``S_hat`` set as an
+    attribute and ``D`` (the last denoising noise) in ``trace["D"]``."""
+    from ..glm.gamp import gamp
+    from .theory import theory
+
+    if data.rho >= 1e300:
+        raise validate.ParameterError("rho must be finite for GAMP")
+    damping = validate.real("damping", damping, low=0.0, high=1.0, high_open=True)
+    max_iter = validate.integer("max_iter", max_iter, low=1)
+    tol = validate.real("tol", tol, low=0.0, low_open=True)
+    op = IndexOperator(data.X)
+    channel, y_flat = output_channel(data, hardmax_variant)
+    prior = theory().prior
+    t = (math.sqrt(data.rho),)
+    noise_ratio = op.d / (op.d + 1)         # engine noise 1/A -> matrix noise D
+    Ds, vs = [], []
+
+    def denoiser(R, noise_var):
+        D = noise_ratio * noise_var
+        Ds.append(D)
+        Rm = op.unvec(R)
+        S_new = prior.denoise(Rm, t, D)
+        if onsager == "mmse":
+            v = prior.mmse(t, D)
+        else:
+            v = noise_var * prior.divergence(Rm, t, D) / op.p
+        if vs:      # damped like the messages: keeps V from collapsing faster than the error
+            v = damping * vs[-1] + (1 - damping) * v
+        vs.append(v)
+        return op.vec(S_new), v
+
+    if a_estimator is None:
+        a_estimator = "square" if data.link == "hardmax" else "derivative"
+    se = se_engine(data, hardmax_variant)
+    S0 = math.sqrt(data.rho) * np.eye(op.d)
+    t0 = time.perf_counter()
+    res = gamp(op.linear_operator(), y_flat, channel=channel, denoiser=denoiser,
+               v0=se.v_max, x0=op.vec(S0), a_estimator=a_estimator, damping=damping,
+               max_iter=max_iter, tol=tol, truth=op.vec(data.S), se_map=se.error_map,
+               restore_best=True, progress=progress)
+    res.trace["D"] = Ds[:len(res.trace["iteration"])]
+    res.S_hat = op.unvec(res.estimate)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def se_mse(alpha, rho, seq_len, link, delta=0.0, hardmax_variant="bayes") -> float:
+    """The state-evolution MSE the GAMP runs are compared to (aim.md 3.3-3.5)."""
+    from .theory import hardmax_mse, solve_mse
+
+    if link == "hardmax":
+        return float(hardmax_mse(alpha, rho, hardmax_variant).value)
+    return float(solve_mse(alpha, rho, seq_len, link, delta).value)
+
+
+def gamp_curve(alphas, *, d: int = 200, rho: float = 0.5, seq_len: int = 2,
+               link: str = "softmax", inv_temp: float = 1.0, delta: float = 0.0,
+               seeds=(0,), damping: float = 0.5, max_iter: int = 100, tol: float = 1e-9,
+               hardmax_variant: str = "bayes", progress: bool = False):
+    """GAMP-RIE runs over ``alphas`` x ``seeds`` (aim.md 5): ``(summary, trace)`` tables.
+
+    ``summary``: one row per run -- ``alpha`` (realised ``n/d^2``), ``seed``, ``n``,
+    ``mse`` = ``(1/d)||S_hat - S||_F^2`` of the returned estimate, ``variance`` (the
+    algorithm's own prediction of it), ``se_mse`` (the state evolution at this alpha; for
+    hardmax also ``se_mse_joint_density``, the published surrogate), ``converged``,
+    ``iterations``, ``residual`` (last ``(1/d)||S_t - S_{t-1}||_F^2``), ``stopped`` (the
+    engine restored its best iterate after a blow-up), ``seconds``.  ``trace``: one row
+    per iteration -- ``alpha, seed, iteration, mse, variance, se_variance, D``.
+    """
+    from ..core.progress import progress_bar
+    from ..core.table import Table
+
+    seeds = [validate.integer("seed", s, low=0) for s in np.atleast_1d(seeds)]
+    alphas = [validate.real("alpha", a, low=0, low_open=True) for a in np.atleast_1d(alphas)]
+    hardmax = link == "hardmax"
+    rows: dict = {c: [] for c in ("alpha", "seed", "n", "mse", "variance", "se_mse")
+                  + (("se_mse_joint_density",) if hardmax else ())
+                  + ("converged", "iterations", "residual", "stopped", "seconds")}
+    trace: dict = {c: [] for c in ("alpha", "seed", "iteration", "mse", "variance",
+                                   "se_variance", "D")}
+    jobs = [(a, s) for a in alphas for s in seeds]
+    se_cache: dict = {}
+    for a, s in progress_bar(jobs, desc="AIM GAMP", enabled=progress):
+        data = aim_data.generate(d, a, rho=rho, seq_len=seq_len, link=link, inv_temp=inv_temp,
+                                 delta=delta, seed=s)
+        res = run_gamp(data, damping=damping, max_iter=max_iter, tol=tol,
+                       hardmax_variant=hardmax_variant)
+        if data.alpha not in se_cache:
+            se_cache[data.alpha] = [se_mse(data.alpha, rho, seq_len, link, delta, hardmax_variant)]
+            if hardmax:
+                se_cache[data.alpha].append(se_mse(data.alpha, rho, 2, link, 0.0,
+                                                   "joint-density"))
+        se = se_cache[data.alpha]
+        vals = dict(alpha=data.alpha, seed=s, n=data.n, mse=res.final_mse,
+                    variance=res.variance, se_mse=se[0], converged=res.converged,
+                    iterations=res.iterations, residual=res.residual, stopped=res.stopped,
+                    seconds=round(res.seconds, 3))
+        if hardmax:
+            vals["se_mse_joint_density"] = se[1]
+        for c in rows:
+            rows[c].append(vals[c])
+        tr = res.trace
+        for i in range(len(tr["iteration"])):
+            for c, v in (("alpha", data.alpha), ("seed", s), ("iteration", tr["iteration"][i]),
+                         ("mse", tr["mse"][i]), ("variance", tr["variance"][i]),
+                         ("se_variance", tr["se_variance"][i]), ("D", tr["D"][i])):
+                trace[c].append(v)
+    import symtheory
+
+    meta = {"model": "aim", "algorithm": "GAMP-RIE (aim.md 5)",
+            "quantity": "(1/d)||S_hat - S||_F^2, 1 for S_hat = sqrt(rho) I",
+            "alpha_definition": "n/d^2", "d": d, "rho": rho, "seq_len": seq_len, "link": link,
+            "inv_temp": inv_temp, "delta": delta, "damping": damping, "max_iter": max_iter,
+            "tol": tol, "seeds": seeds,
+            "hardmax_variant": hardmax_variant if hardmax else None,
+            "symtheory": symtheory.__version__}
+    return Table(rows, dict(meta)), Table(trace, dict(meta, table="per-iteration trace"))
