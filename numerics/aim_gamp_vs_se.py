@@ -9,7 +9,8 @@ Three cases of the issue's acceptance, each with its state-evolution curve:
 
 Writes aim_gamp_vs_se.csv (one row per run), aim_gamp_trace.csv (per iteration),
 aim_gamp_vs_se.png, params.json.  Full: d = 200, 3 seeds (hardmax d = 100, 1 seed: its
-orthant channel costs ~1 ms per sample and iteration); --quick: d = 60, 1 seed.
+orthant channel costs ~1 ms per sample and iteration); --quick: d = 60, 1 seed, one
+alpha below alpha_PR and one above, 30 iterations.
 
     python numerics/aim_gamp_vs_se.py [--quick] [--cases qn softmax hardmax]
 """
@@ -41,9 +42,11 @@ def main(argv=None):
         d = args.d or (60 if args.quick else (100 if name == "hardmax" else 200))
         seeds = args.seeds or ([0] if (args.quick or name == "hardmax") else [0, 1, 2])
         alphas = c["below"] + c["above"]
+        if args.quick:      # one point below alpha_PR, one above (hardmax: one point)
+            alphas = [c["below"][1]] + c["above"]
         summary, trace = gamp_curve(alphas, d=d, rho=0.5, seq_len=c["seq_len"], link=c["link"],
                                     seeds=seeds, damping=0.5,
-                                    max_iter=60 if args.quick else 150, progress=True)
+                                    max_iter=30 if args.quick else 150, progress=True)
         for r in summary.rows():
             rows.append(dict(case=name, d=d, **r))
             print(name, {k: (round(v, 5) if isinstance(v, float) else v) for k, v in r.items()},

@@ -12,12 +12,14 @@ engine :func:`symtheory.glm.gamp.gamp` with
   ``mean((x - x*)^2)`` is the MSE ``(1/d)||S_hat - S||_F^2`` of aim.md 1.1;
 * the engine's ``R = x + Phi^T g/A`` (noise ``1/A`` per coordinate) is the matrix
   ``S + sqrt(D) Z`` (``Z`` GOE) with ``D = d/((d + 1) A)``: the spec's
-  ``R = S_hat + (2/(q_hat d)) A*(g)``, ``D = 1/q_hat``, ``q_hat = (2/d^2) sum g^2``
-  (the engine's ``"square"`` estimator);
+  ``R = S_hat + (2/(q_hat d)) A*(g)``, ``D = 1/q_hat``, with ``q_hat = (2/d^2) sum g^2``
+  (the engine's ``"square"`` estimator, used for hardmax) or its expectation from the
+  channel's exact derivative (``"derivative"``, the linear-rank channels);
 * the symmetric RIE denoiser ``xi(x) = x - 2 D h(x)`` with the physical branch outside
   the bulk (:meth:`glm.spectral_priors.SymmetricRIE.denoise`) and, as Onsager
-  coefficient, its exact divergence (Daleckii-Krein) ``V = D div/p ... `` in engine units
-  ``V = div/(p A)`` -- which equals ``mmse(D)`` in the large-``d`` limit (Nishimori);
+  coefficient its exact divergence (Daleckii-Krein), ``V = div/(p A)`` in engine units --
+  ``mmse(D)`` in the large-``d`` limit (Nishimori); ``V`` is damped with the messages
+  (:func:`run_gamp`);
 * output channels in u-space: the linear-rank closed form for softmax (any inverse
   temperature, optional noise) and the identity/QN link (aim.md 3.4), the bivariate
   orthant channel for hardmax ``T = 2`` (aim.md 3.5; ``variant="joint-density"`` is the
@@ -31,10 +33,12 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numpy as np
 
 from ..core import validate
+from ..core.solvers import ConvergenceWarning
 from . import data as aim_data
 
 
@@ -182,11 +186,22 @@ def se_engine(data: aim_data.AIMData, hardmax_variant: str = "bayes"):
 # ------------------------------------------------------------------ the algorithm
 def run_gamp(data: aim_data.AIMData, *, damping: float = 0.3, max_iter: int = 200,
              tol: float = 1e-9, hardmax_variant: str = "bayes", a_estimator: str | None = None,
-             onsager: str = "divergence", progress: bool = False):
+             onsager: str = "divergence", restarts: int = 2, progress: bool = False):
     """GAMP-RIE on one AIM/QN data set (aim.md 5); returns the engine's
     :class:`~symtheory.glm.gamp.GampResult` (``final_mse`` = ``(1/d)||S_hat - S||_F^2``;
-    trace columns ``mse, variance, se_variance`` per iteration) with ``S_hat`` set as an
-    attribute and ``D`` (the last denoising noise) in ``trace["D"]``."""
+    trace columns ``mse, variance, se_variance`` per iteration, ``D`` the denoising noise)
+    with ``S_hat``, ``damping`` (the one used) and ``seconds`` set as attributes.
+
+    ``damping`` weighs the previous iterate in the messages, the estimate and -- here --
+    the variance ``V``: undamped, ``V`` collapses faster than the error once the error is
+    small (past alpha_PR), the step ``1/A`` vanishes and the run freezes (measured 0.045
+    at d = 100, alpha = 0.25, softmax T = 2; 1e-5 with V damped).  ``a_estimator``
+    (default: ``"derivative"``, exact for the linear-rank channels; ``"square"``, i.e.
+    ``q_hat = (2/d^2) sum g^2`` of aim.md 5, for hardmax).  ``onsager``: ``"divergence"``
+    (the RIE's exact divergence at this ``d``) or ``"mmse"`` (its large-``d`` value, as in
+    aim.md 5).  A run that blows up (the engine's ``stopped``/``diverged``: at small
+    ``alpha d`` the sensing noise is far from GOE) is restarted up to ``restarts`` times
+    with damping ``(1 + damping)/2``; ``message`` lists every attempt."""
     from ..glm.gamp import gamp
     from .theory import theory
 
@@ -200,32 +215,46 @@ def run_gamp(data: aim_data.AIMData, *, damping: float = 0.3, max_iter: int = 20
     prior = theory().prior
     t = (math.sqrt(data.rho),)
     noise_ratio = op.d / (op.d + 1)         # engine noise 1/A -> matrix noise D
-    Ds, vs = [], []
-
-    def denoiser(R, noise_var):
-        D = noise_ratio * noise_var
-        Ds.append(D)
-        Rm = op.unvec(R)
-        S_new = prior.denoise(Rm, t, D)
-        if onsager == "mmse":
-            v = prior.mmse(t, D)
-        else:
-            v = noise_var * prior.divergence(Rm, t, D) / op.p
-        if vs:      # damped like the messages: keeps V from collapsing faster than the error
-            v = damping * vs[-1] + (1 - damping) * v
-        vs.append(v)
-        return op.vec(S_new), v
-
+    restarts = validate.integer("restarts", restarts, low=0)
     if a_estimator is None:
         a_estimator = "square" if data.link == "hardmax" else "derivative"
     se = se_engine(data, hardmax_variant)
     S0 = math.sqrt(data.rho) * np.eye(op.d)
     t0 = time.perf_counter()
-    res = gamp(op.linear_operator(), y_flat, channel=channel, denoiser=denoiser,
-               v0=se.v_max, x0=op.vec(S0), a_estimator=a_estimator, damping=damping,
-               max_iter=max_iter, tol=tol, truth=op.vec(data.S), se_map=se.error_map,
-               restore_best=True, progress=progress)
-    res.trace["D"] = Ds[:len(res.trace["iteration"])]
+    history = []
+    for _ in range(restarts + 1):
+        Ds, vs = [], []
+
+        def denoiser(R, noise_var, damping=damping, Ds=Ds, vs=vs):
+            D = noise_ratio * noise_var
+            Ds.append(D)
+            Rm = op.unvec(R)
+            S_new = prior.denoise(Rm, t, D)
+            if onsager == "mmse":
+                v = prior.mmse(t, D)
+            else:
+                v = noise_var * prior.divergence(Rm, t, D) / op.p
+            if vs:      # damped like the messages: keeps V from collapsing faster than the error
+                v = damping * vs[-1] + (1 - damping) * v
+            vs.append(v)
+            return op.vec(S_new), v
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            res = gamp(op.linear_operator(), y_flat, channel=channel, denoiser=denoiser,
+                       v0=se.v_max, x0=op.vec(S0), a_estimator=a_estimator, damping=damping,
+                       max_iter=max_iter, tol=tol, truth=op.vec(data.S), se_map=se.error_map,
+                       restore_best=True, progress=progress)
+        res.trace["D"] = Ds[:len(res.trace["iteration"])]
+        res.damping = damping
+        if not (res.stopped or res.diverged):
+            break
+        # a blow-up (finite d: the sensing noise is not yet GOE) -> restart, damped harder
+        history.append(f"damping {damping:g}: {res.message}")
+        damping = 1 - (1 - damping) / 2
+    res.message = "; ".join(history + [f"damping {res.damping:g}: {res.message}"])
+    if not res.converged:
+        warnings.warn(f"AIM GAMP-RIE: {res.message}", ConvergenceWarning, stacklevel=2)
     res.S_hat = op.unvec(res.estimate)
     res.seconds = time.perf_counter() - t0
     return res
@@ -251,7 +280,9 @@ def gamp_curve(alphas, *, d: int = 200, rho: float = 0.5, seq_len: int = 2,
     algorithm's own prediction of it), ``se_mse`` (the state evolution at this alpha; for
     hardmax also ``se_mse_joint_density``, the published surrogate), ``converged``,
     ``iterations``, ``residual`` (last ``(1/d)||S_t - S_{t-1}||_F^2``), ``stopped`` (the
-    engine restored its best iterate after a blow-up), ``seconds``.  ``trace``: one row
+    engine restored its best iterate after a blow-up, in the last attempt), ``damping``
+    (the damping of the last attempt: :func:`run_gamp` restarts a blow-up damped harder),
+    ``seconds``.  ``trace``: one row
     per iteration -- ``alpha, seed, iteration, mse, variance, se_variance, D``.
     """
     from ..core.progress import progress_bar
@@ -262,7 +293,7 @@ def gamp_curve(alphas, *, d: int = 200, rho: float = 0.5, seq_len: int = 2,
     hardmax = link == "hardmax"
     rows: dict = {c: [] for c in ("alpha", "seed", "n", "mse", "variance", "se_mse")
                   + (("se_mse_joint_density",) if hardmax else ())
-                  + ("converged", "iterations", "residual", "stopped", "seconds")}
+                  + ("converged", "iterations", "residual", "stopped", "damping", "seconds")}
     trace: dict = {c: [] for c in ("alpha", "seed", "iteration", "mse", "variance",
                                    "se_variance", "D")}
     jobs = [(a, s) for a in alphas for s in seeds]
@@ -281,7 +312,7 @@ def gamp_curve(alphas, *, d: int = 200, rho: float = 0.5, seq_len: int = 2,
         vals = dict(alpha=data.alpha, seed=s, n=data.n, mse=res.final_mse,
                     variance=res.variance, se_mse=se[0], converged=res.converged,
                     iterations=res.iterations, residual=res.residual, stopped=res.stopped,
-                    seconds=round(res.seconds, 3))
+                    damping=res.damping, seconds=round(res.seconds, 3))
         if hardmax:
             vals["se_mse_joint_density"] = se[1]
         for c in rows:

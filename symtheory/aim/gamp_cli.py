@@ -24,7 +24,8 @@ GAMP_DESCRIPTION = describe(
     "prediction of it, se_mse = the state evolution at this alpha (aim.md 3.3; hardmax: "
     "the Bayes channel, plus se_mse_joint_density = the authors' published surrogate), "
     "converged, iterations, residual = last (1/d)||S_t - S_{t-1}||_F^2, stopped = the run "
-    "blew up and returned its iterate of least measured noise, seconds.  --trace prints "
+    "blew up and returned its iterate of least measured noise, damping = the damping used (a "
+    "run that blows up is restarted, twice at most, with damping (1 + damping)/2), seconds.  --trace prints "
     "the per-iteration trace instead: alpha, seed, iteration, mse, variance, se_variance "
     "(the SE iterated from the same start), D (denoising noise).",
     example="""\
