@@ -2,12 +2,10 @@
 (aim.md 5).  Building the parser imports nothing numeric."""
 from __future__ import annotations
 
-from ..core.cli_common import (add_alpha, add_damping, add_output, alphas_from_args,
-                               check_format, describe, emit, int_arg, real_arg)
+from ..core.cli_common import add_damping, add_output, describe, emit, int_arg, real_arg
 
-LINKS = ("softmax", "identity", "hardmax")
-HARDMAX_VARIANTS = ("bayes", "joint-density")
-POSITIVE = dict(low=0.0, low_open=True)
+from .cli import HARDMAX_VARIANTS, LINKS
+from .gd_cli import POSITIVE, add_teacher_options, checked_alphas
 
 GAMP_DESCRIPTION = describe(
     "GAMP-RIE (aim.md 5) on attention-indexed-model data (Boncoraglio et al., "
@@ -37,21 +35,7 @@ GAMP_DESCRIPTION = describe(
 def register_gamp(aim_subparsers) -> None:
     p = aim_subparsers.add_parser("gamp", help="GAMP-RIE against alpha, next to the state "
                                   "evolution", description=GAMP_DESCRIPTION)
-    p.add_argument("--d", type=int_arg("--d", low=2), default=200,
-                   help="token dimension d, an integer >= 2 (default 200)")
-    add_alpha(p, what="n/d^2", positive=True)
-    p.add_argument("--rho", type=real_arg("--rho", **POSITIVE), default=0.5,
-                   help="width ratio rho = r/d, in (0, inf) (default 0.5)")
-    p.add_argument("--seq-len", type=int_arg("--seq-len", low=1), default=2,
-                   help="tokens per sample T, an integer >= 1; >= 2 for softmax, = 2 for "
-                        "hardmax (default 2)")
-    p.add_argument("--link", choices=LINKS, default="softmax",
-                   help="output function: softmax (default), identity or hardmax")
-    p.add_argument("--inv-temp", type=real_arg("--inv-temp", **POSITIVE), default=1.0,
-                   help="softmax inverse temperature, in (0, inf) (default 1)")
-    p.add_argument("--delta", type=real_arg("--delta", low=0.0), default=0.0,
-                   help="noise variance on the indices, in [0, inf) (default 0; not with "
-                        "hardmax)")
+    add_teacher_options(p, links=LINKS, d_default=200)
     p.add_argument("--hardmax-variant", choices=HARDMAX_VARIANTS, default="bayes",
                    help="hardmax g_out: bayes (default) or joint-density (the published "
                         "surrogate, NOT Bayes-optimal: reproduction only)")
@@ -69,18 +53,13 @@ def register_gamp(aim_subparsers) -> None:
 
 
 def cmd_gamp(args) -> int:
-    check_format(args)
-    alphas = alphas_from_args(args)
     from ..core.validate import ParameterError
-    from .data import check_link, sizes
 
-    check_link(args.link, args.seq_len, args.inv_temp)
     if args.link == "hardmax" and args.seq_len != 2:
         raise ParameterError(f"--seq-len must be 2 for --link hardmax, got {args.seq_len}")
     if args.link == "hardmax" and args.delta > 0:
         raise ParameterError("--delta must be 0 for --link hardmax (noiseless channel only)")
-    for a in alphas:
-        sizes(args.d, a, args.rho)
+    alphas = checked_alphas(args)
     from .gamp import gamp_curve
 
     summary, trace = gamp_curve(alphas, d=args.d, rho=args.rho, seq_len=args.seq_len,

@@ -43,25 +43,32 @@ GD_DESCRIPTION = describe(
               --out gd --plot""")
 
 
+def add_teacher_options(p, *, links, d_default: int) -> None:
+    """``--d --alpha/--alpha-grid --rho --seq-len --link --inv-temp --delta``: the teacher
+    of aim.md 1 (shared by ``aim gd`` and ``aim gamp``), ranges checked while parsing."""
+    p.add_argument("--d", type=int_arg("--d", low=2), default=d_default,
+                   help=f"token dimension d, an integer >= 2 (default {d_default})")
+    add_alpha(p, what="n/d^2", positive=True)
+    p.add_argument("--rho", type=real_arg("--rho", **POSITIVE), default=0.5,
+                   help="width ratio rho = r/d, in (0, inf) (default 0.5)")
+    p.add_argument("--seq-len", type=int_arg("--seq-len", low=1), default=2,
+                   help="tokens per sample T, an integer >= 1; >= 2 for softmax"
+                        + (", = 2 for hardmax" if "hardmax" in links else "") + " (default 2)")
+    p.add_argument("--link", choices=links, default="softmax",
+                   help="output function: " + ", ".join(links) + " (default softmax)")
+    p.add_argument("--inv-temp", type=real_arg("--inv-temp", **POSITIVE), default=1.0,
+                   help="softmax inverse temperature, in (0, inf) (default 1)")
+    p.add_argument("--delta", type=real_arg("--delta", low=0.0), default=0.0,
+                   help="noise variance on the indices, in [0, inf) (default 0"
+                        + ("; not with hardmax)" if "hardmax" in links else ")"))
+
+
 def register_gd(aim_subparsers) -> None:
     """Add ``gd`` to the ``aim`` family's subparsers (``add_subparsers`` result)."""
     p = aim_subparsers.add_parser("gd", help="single and averaged gradient descent (Adam) "
                                   "against alpha, same-architecture students",
                                   description=GD_DESCRIPTION)
-    p.add_argument("--d", type=int_arg("--d", low=2), default=100,
-                   help="token dimension d, an integer >= 2 (default 100)")
-    add_alpha(p, what="n/d^2", positive=True)
-    p.add_argument("--rho", type=real_arg("--rho", **POSITIVE), default=0.5,
-                   help="width ratio rho = r/d, in (0, inf) (default 0.5)")
-    p.add_argument("--seq-len", type=int_arg("--seq-len", low=1), default=2,
-                   help="tokens per sample T, an integer >= 1; >= 2 for softmax (default 2)")
-    p.add_argument("--link", choices=LINKS, default="softmax",
-                   help="output function of teacher and students: softmax (default) or "
-                        "identity")
-    p.add_argument("--inv-temp", type=real_arg("--inv-temp", **POSITIVE), default=1.0,
-                   help="softmax inverse temperature, in (0, inf) (default 1)")
-    p.add_argument("--delta", type=real_arg("--delta", low=0.0), default=0.0,
-                   help="teacher noise variance on the indices, in [0, inf) (default 0)")
+    add_teacher_options(p, links=LINKS, d_default=100)
     p.add_argument("--students", type=int_arg("--students", low=1), default=16,
                    help="students averaged per teacher, an integer >= 1 (default 16)")
     p.add_argument("--teachers", type=int_arg("--teachers", low=1), default=1,
@@ -77,7 +84,10 @@ def register_gd(aim_subparsers) -> None:
     p.set_defaults(func=cmd_gd)
 
 
-def cmd_gd(args) -> int:
+def checked_alphas(args) -> list:
+    """The alphas of ``args`` after the checks that combine teacher options (two tokens or
+    more for softmax, ``n = round(alpha d^2) >= 1``, ``r = round(rho d) >= 1``), before
+    anything is computed."""
     check_format(args)
     alphas = alphas_from_args(args)
     from .data import check_link, sizes
@@ -85,6 +95,11 @@ def cmd_gd(args) -> int:
     check_link(args.link, args.seq_len, args.inv_temp)
     for a in alphas:
         sizes(args.d, a, args.rho)
+    return alphas
+
+
+def cmd_gd(args) -> int:
+    alphas = checked_alphas(args)
     try:
         from .gd import gd_curve, import_jax
 
