@@ -212,7 +212,7 @@ def _hardmax_spec(quick: bool) -> dict:
     """Hardmax T = 2, rho = 0.5: the corrected (Bayes) SE, the published joint-density SE,
     and GAMP-RIE with the Bayes g_out (aim.md 3.5)."""
     base = {"computation": "aim.theory_point", "rho": 0.5, "link": "hardmax",
-            "alpha": {"linspace": [0.0, 0.9, 4]} if quick else {"linspace": [0.0, 1.0, 51]}}
+            "alpha": [0.0, 0.3, 0.9] if quick else {"linspace": [0.0, 1.0, 51]}}
     return {"name": "aim.hardmax", "run": [
         dict(base, label="bayes"), dict(base, label="published", hardmax_variant="joint-density"),
         {"label": "gamp", "computation": "aim.gamp", "rho": 0.5, "link": "hardmax",
