@@ -95,31 +95,57 @@ def se_point(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadratur
     return out
 
 
-@computation("smi.gamp", params=dict(MODEL_PARAMS, **{
+GAMP_PARAMS = dict(MODEL_PARAMS, **{
     "d": Param.integer(low=2, doc="token dimension"),
     "alpha": Param.real(low=0, low_open=True, doc="n/d (n = round(alpha d))"),
     "seed": Param.integer(low=0, doc="seed of the teacher data; the start uses seed + 2"),
-    "damping": Param.real(low=0, high=1, low_open=True, default=1.0, doc="weight of the new iterate"),
+    "damping": Param.real(low=0, high=1, high_open=True, default=0.0,
+                          doc="weight of the previous iterate (0 = undamped)"),
     "max_iter": Param.integer(low=1, default=40),
     "tol": Param.real(low=0, low_open=True, default=1e-6),
     "init_scale": Param.real(low=0, low_open=True, default=0.1, doc="std of the random start"),
-    "side_information": Param.real(low=0, default=0.0)}))
+    "side_information": Param.real(low=0, default=0.0)})
+
+
+def _teacher(p):
+    """The model, its quadrature rule and the seeded teacher data of the parameters ``p``
+    (the keys of :data:`GAMP_PARAMS`)."""
+    from .data import generate
+
+    m, rule = _model_and_rule(p)
+    return m, rule, generate(m, p["d"], p["alpha"], seed=p["seed"],
+                             noise_variance=p["noise"] or 0.0)
+
+
+def _run_gamp(p, callback=None):
+    """GAMP (Algorithm 1, smi.md 5) on :func:`_teacher` data: ``(model, data, result)``;
+    ``callback(model, data)`` makes the per-row callback (or returns None)."""
+    from ..glm.gamp_tokens import gamp_tokens
+
+    m, rule, data = _teacher(p)
+    noise, lam, seed = p["noise"], p["side_information"], p["seed"]
+    S = None
+    if lam > 0:  # side observation S = sqrt(lambda) W* + Xi (as `smi gamp`)
+        rng = np.random.default_rng(seed + 1)
+        S = np.sqrt(lam) * data.W + rng.standard_normal(data.W.shape)
+    res = gamp_tokens(data.X, data.y, m.channel(noise, rule), damping=p["damping"],
+                      max_iter=p["max_iter"], tol=p["tol"], seed=seed + 2,
+                      init_scale=p["init_scale"], side_information=lam, side_observation=S,
+                      truth=data.W, callback=callback and callback(m, data))
+    return m, data, res
+
+
+def _gamp_convergence(res):
+    return convergence(converged=res.converged, iterations=res.iterations,
+                       residual=res.trace[-1]["change"], message=res.message)
+
+
+@computation("smi.gamp", params=GAMP_PARAMS)
 def gamp_run(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadrature_nodes, d,
              alpha, seed, damping, max_iter, tol, init_scale, side_information):
     """GAMP (Algorithm 1) on seeded teacher data: final teacher overlaps ``M{l}{l}``,
     self overlaps ``Q{l}{l}`` and cosines per index row (smi.md 5)."""
-    from ..glm.gamp_tokens import gamp_tokens
-    from .data import generate
-
-    m, rule = _model_and_rule(locals())
-    data = generate(m, d, alpha, seed=seed, noise_variance=noise or 0.0)
-    S = None
-    if side_information > 0:  # side observation S = sqrt(lambda) W* + Xi (as `smi gamp`)
-        rng = np.random.default_rng(seed + 1)
-        S = np.sqrt(side_information) * data.W + rng.standard_normal(data.W.shape)
-    res = gamp_tokens(data.X, data.y, m.channel(noise, rule), damping=damping, max_iter=max_iter,
-                      tol=tol, seed=seed + 2, init_scale=init_scale,
-                      side_information=side_information, side_observation=S, truth=data.W)
+    m, data, res = _run_gamp(locals())
     last = res.trace[-1]
     out = {"n": int(data.X.shape[0])}
     for a in range(m.P):
@@ -127,8 +153,49 @@ def gamp_run(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadratur
         out[f"Q{a + 1}{a + 1}"] = float(last["Q"][a, a])
         out[f"cosine{a + 1}"] = float(last["cosine"][a])
     out["diverged"] = bool(res.diverged)
-    out["convergence"] = convergence(converged=res.converged, iterations=res.iterations,
-                                     residual=last["change"], message=res.message)
+    out["convergence"] = _gamp_convergence(res)
+    return out
+
+
+@computation("smi.gamp_trace", params=dict(GAMP_PARAMS, **{
+    "test_samples": Param.integer(low=0, default=1000,
+                                  doc="fresh test sequences for the test error (0: none)")}))
+def gamp_trace(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadrature_nodes, d,
+               alpha, seed, damping, max_iter, tol, init_scale, side_information, test_samples):
+    """GAMP's trajectory (smi.md 15, Fig. 2 left): per iteration the cosine similarity
+    ``|M_ll| / sqrt(Q_ll)`` of each index row with the teacher and the plug-in test error
+    ``mean ||g(W* x / sqrt d) - g(W_hat x / sqrt d)||_F^2`` of the iterate on
+    ``test_samples`` fresh sequences (the convention of smi.md 10.5, empirical).  Outputs
+    ``trace``: JSON ``{"iteration": [...], "cosine1": [...], ..., "test_error": [...]}``
+    (a sweep output is a scalar: the trajectory travels as one string); ``cosine{l}``,
+    ``test_error``: the last iterate."""
+    import json
+
+    errors = []
+
+    def test_error_of_iterates(m, data):
+        if not test_samples:
+            return None
+        rng = np.random.default_rng([seed, 7])  # the test set: its own stream, fixed by seed
+        X_test = rng.standard_normal((test_samples, d, m.M))
+        y_test = m.g(np.einsum("pd,sdm->spm", data.W, X_test) / np.sqrt(d))
+
+        def record(row):
+            y_hat = m.g(np.einsum("pd,sdm->spm", row["W"], X_test) / np.sqrt(d))
+            diff = (y_test - y_hat).reshape(test_samples, -1)
+            errors.append(float(np.mean(np.sum(diff * diff, axis=1))))
+        return record
+
+    m, data, res = _run_gamp(locals(), callback=test_error_of_iterates)
+    trace = {"iteration": [int(r["iteration"]) for r in res.trace]}
+    for a in range(m.P):
+        trace[f"cosine{a + 1}"] = [float(r["cosine"][a]) for r in res.trace]
+        trace[f"M{a + 1}{a + 1}"] = [float(r["M"][a, a]) for r in res.trace]
+    trace["test_error"] = errors if test_samples else []
+    out = {"n": int(data.X.shape[0]), "trace": json.dumps(trace, separators=(",", ":")),
+           "test_error": errors[-1] if errors else math.nan, "diverged": bool(res.diverged)}
+    out.update({f"cosine{a + 1}": trace[f"cosine{a + 1}"][-1] for a in range(m.P)})
+    out["convergence"] = _gamp_convergence(res)
     return out
 
 
@@ -182,5 +249,77 @@ def _render_se_gamp(tables, folder):
     return [path]
 
 
+def _gamp_trace_spec(quick: bool) -> dict:
+    """GAMP trajectories at alpha = 1.2 (smi.md 15, Fig. 2 left: d = 1000, the reference's
+    ``AMP_BO_2w`` runs), two seeds.  ``quick``: d = 300 with 20 quadrature nodes per axis
+    -- at d <= 200 (12-16 nodes) layer 1 is not found within 40 iterations."""
+    return {"name": "smi.gamp_trace", "run": [{
+        "label": "trace", "computation": "smi.gamp_trace", "depth": 2, "seq_len": 2,
+        "alpha": 1.2, "d": 300 if quick else 1000, "seed": {"range": [0, 2]},
+        "quadrature_nodes": 20 if quick else 30, "max_iter": 40 if quick else 60,
+        "test_samples": 500 if quick else 1000}]}
+
+
+def trace_rows(table) -> list:
+    """The trajectories of ``smi.gamp_trace`` rows as one row per (seed, iteration)."""
+    import json
+
+    rows = []
+    for r in table.rows():
+        if r.get("status") != "ok":
+            continue
+        tr = json.loads(r["trace"])
+        keys = [k for k in tr if k != "iteration" and len(tr[k]) == len(tr["iteration"])]
+        for i, it in enumerate(tr["iteration"]):
+            rows.append(dict({"d": r["d"], "alpha": r["alpha"], "seed": r["seed"],
+                              "iteration": it}, **{k: tr[k][i] for k in keys}))
+    return rows
+
+
+def _render_gamp_trace(tables, folder):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..core.table import Table
+
+    rows = trace_rows(tables["trace"])
+    path_csv = folder / "smi.gamp_trace.iterations.csv"
+    Table({k: [r.get(k) for r in rows] for k in rows[0]}).to_csv(path_csv)
+    fig, (ax, ax_err) = plt.subplots(1, 2, figsize=(9.5, 3.8))
+    seeds = sorted({r["seed"] for r in rows})
+    for j, seed in enumerate(seeds):
+        sel = [r for r in rows if r["seed"] == seed]
+        it = [r["iteration"] for r in sel]
+        for layer in (1, 2):
+            ax.plot(it, [r[f"cosine{layer}"] for r in sel], color=f"C{layer - 1}",
+                    ls=("-", "--", ":")[j % 3], marker="o", ms=2.5,
+                    label=f"layer {layer}, seed {seed}")
+        if "test_error" in sel[0]:
+            ax_err.semilogy(it, [r["test_error"] for r in sel], color="k", ls=("-", "--", ":")[j % 3],
+                            marker="o", ms=2.5, label=f"seed {seed}")
+    d, alpha = int(rows[0]["d"]), float(rows[0]["alpha"])
+    ax.set_xlabel("GAMP iteration")
+    ax.set_ylabel(r"cosine similarity $|M_{ll}|/\sqrt{Q_{ll}}$")
+    ax.set_title(rf"two-layer tied softmax attention, $\alpha={alpha:g}$, d = {d}", fontsize=9)
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax_err.set_xlabel("GAMP iteration")
+    ax_err.set_ylabel(r"plug-in test error $\|g(Z) - g(\hat Z)\|_F^2$")
+    ax_err.set_title("on fresh sequences (smi.md 10.5)", fontsize=9)
+    ax_err.grid(alpha=0.3)
+    ax_err.legend(fontsize=7)
+    fig.tight_layout()
+    path = folder / "smi.gamp_trace.png"
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return [path_csv, path]
+
+
 register_figure("smi.se_gamp", title="SMI two-layer attention: SE overlaps on a grid of alpha "
                 "with GAMP points at finite d", spec=_se_gamp_spec, render=_render_se_gamp)
+register_figure("smi.gamp_trace", title="SMI two-layer attention: GAMP cosine similarity per "
+                "layer and test error vs iteration at alpha = 1.2, two seeds",
+                spec=_gamp_trace_spec, render=_render_gamp_trace)
