@@ -469,10 +469,29 @@ def test_reproduce_smi_gamp_trace_quick(tmp_path):
         assert cos[max(cos)][2] < 0.05 * cos[0][2]
 
 
+def test_reproduce_smi_sgd_layerwise_quick(tmp_path):
+    """smi.md 15, Fig. 2 right at d = 100, 40 epochs: for both seeds layer 2 reaches
+    |cos| >= 0.8 (smi.sgd's ``learned``) before layer 1 does (measured: epoch 1 vs 8-13)."""
+    pytest.importorskip("jax")
+    from symtheory.sweep.reproduce import reproduce_figure
+
+    report, written = reproduce_figure("smi.sgd_layerwise", quick=True, out=tmp_path,
+                                       serial=True, progress=False)
+    assert report.complete and (tmp_path / "smi.sgd_layerwise.png").is_file()
+    runs = _csv_rows(tmp_path / "smi.sgd_layerwise.sgd.csv")
+    assert [r["seed"] for r in runs] == ["0", "1"]
+    for r in runs:
+        assert r["status"] == "ok" and r["diverged"] == "false"
+        assert r["learned2"] and int(r["learned2"]) <= 5
+        assert not r["learned1"] or int(r["learned1"]) > int(r["learned2"]) + 3
+    epochs = _csv_rows(tmp_path / "smi.sgd_layerwise.epochs.csv")
+    assert len(epochs) == 2 * 41 and float(epochs[-1]["test_error"]) < 0.1 * float(epochs[0]["test_error"])
+
+
 def test_reproduce_list_and_unknown(capsys):
     code, out, err = _main(capsys, "reproduce", "list")
     assert code == 0 and {"bsr.fig1", "bsr.fig2", "bsr.gamp_vs_se", "bsr.gd",
-                          "smi.se_gamp", "smi.gamp_trace"} <= {ln.split(":")[0] for ln in out.splitlines()}
+                          "smi.se_gamp", "smi.gamp_trace", "smi.sgd_layerwise"} <= {ln.split(":")[0] for ln in out.splitlines()}
     code, out, err = _main(capsys, "reproduce", "bsr.fig9", "--serial")
     assert code == 2 and "unknown figure 'bsr.fig9'" in err
 

@@ -199,6 +199,64 @@ def gamp_trace(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadrat
     return out
 
 
+SGD_PARAMS = {k: MODEL_PARAMS[k] for k in ("model", "depth", "seq_len", "skip", "inv_temp", "noise")}
+SGD_PARAMS.update({
+    "d": Param.integer(low=2, doc="token dimension"),
+    "alpha": Param.real(low=0, low_open=True, doc="n/d (n = round(alpha d))"),
+    "seed": Param.integer(low=0, doc="teacher data, test set, initialization, batch order"),
+    "epochs": Param.integer(low=1),
+    "lr": Param.real(low=0, low_open=True, default=15.0),
+    "weight_decay_d": Param.real(low=0, default=0.07, doc="d x the weight decay (smi.md 15: 0.07)"),
+    "batch": Param.integer(low=1, default=200),
+    "repeats": Param.integer(low=1, default=3, doc="SGD steps per batch"),
+    "init_scale": Param.real(low=0, low_open=True, default=0.9, doc="std of the initial entries"),
+    "record_every": Param.integer(low=1, default=1, doc="epochs between recorded points"),
+    "test_samples": Param.integer(low=0, default=1000, doc="fresh test sequences")})
+
+
+def _check_sgd(p):
+    import importlib.util
+
+    from ..core.validate import ParameterError
+
+    if importlib.util.find_spec("jax") is None:
+        raise ParameterError("smi.sgd needs JAX: pip install 'symtheory[gd]'")
+
+
+@computation("smi.sgd", params=SGD_PARAMS, check=_check_sgd)
+def sgd_run(model, depth, seq_len, skip, inv_temp, noise, d, alpha, seed, epochs, lr,
+            weight_decay_d, batch, repeats, init_scale, record_every, test_samples):
+    """Minibatch SGD on a same-architecture student (smi.md 15, Fig. 2 right;
+    :func:`symtheory.smi.sgd.sgd_layerwise`): final signed cosine ``cosine{l}`` per layer,
+    ``learned{l}`` = first recorded epoch with ``|cos_l| >= 0.8`` (none: never), the test
+    error, and ``trace``: JSON ``{"epoch": [...], "cosine1": [...], ..., "test_error":
+    [...], "train_loss": [...]}``.  A fixed number of epochs: ``converged`` does not apply;
+    ``residual`` is the final training error per sequence."""
+    import json
+
+    from .sgd import epoch_learned, sgd_layerwise
+
+    m = build_model(model, depth, seq_len, skip, inv_temp)
+    res = sgd_layerwise(m, d, alpha, seed=seed, epochs=epochs, lr=lr,
+                        weight_decay=weight_decay_d / d, batch=batch, repeats=repeats,
+                        init_scale=init_scale, record_every=record_every,
+                        test_samples=test_samples, noise_variance=noise or 0.0)
+    trace = {"epoch": res.epochs.tolist()}
+    for a in range(m.P):
+        trace[f"cosine{a + 1}"] = res.cosine[:, a].tolist()
+    trace["test_error"] = res.test_error.tolist()
+    trace["train_loss"] = res.train_loss.tolist()
+    out = {"n": res.params["n"], "trace": json.dumps(trace, separators=(",", ":")),
+           "test_error": float(res.test_error[-1]), "diverged": res.diverged}
+    learned = epoch_learned(res, 0.8)
+    for a in range(m.P):
+        out[f"cosine{a + 1}"] = float(res.cosine[-1, a])
+        out[f"learned{a + 1}"] = learned[a]
+    out["convergence"] = convergence(iterations=int(res.epochs[-1]),
+                                     residual=float(res.train_loss[-1]), message=res.message)
+    return out
+
+
 # ------------------------------------------------------------------ figures
 def _se_gamp_spec(quick: bool) -> dict:
     """Two-layer tied softmax attention (M = 2, c = 1), the setting of smi.md Figs. 1-2.
@@ -318,8 +376,75 @@ def _render_gamp_trace(tables, folder):
     return [path_csv, path]
 
 
+def _sgd_spec(quick: bool) -> dict:
+    """smi.md 15 (GD_2w.ipynb): d = 500, alpha = 15, 1700 epochs, lr 15, weight decay
+    0.07/d, batches of 200 used 3 times, init 0.9 N(0, 1); 4 seeds (the notebook: 8).
+    ``quick``: d = 100, 40 epochs, 2 seeds."""
+    return {"name": "smi.sgd_layerwise", "run": [{
+        "label": "sgd", "computation": "smi.sgd", "depth": 2, "seq_len": 2, "skip": 1.0,
+        "d": 100 if quick else 500, "alpha": 15.0, "epochs": 40 if quick else 1700,
+        "seed": {"range": [0, 2 if quick else 4]}, "record_every": 1,
+        "test_samples": 500 if quick else 1000}]}
+
+
+def _render_sgd(tables, folder):
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..core.table import Table
+
+    rows = []
+    for r in tables["sgd"].rows():
+        if r.get("status") == "ok":
+            tr = json.loads(r["trace"])
+            for i, ep in enumerate(tr["epoch"]):
+                rows.append(dict({"d": r["d"], "alpha": r["alpha"], "seed": r["seed"], "epoch": ep},
+                                 **{k: tr[k][i] for k in tr if k != "epoch"}))
+    path_csv = folder / "smi.sgd_layerwise.epochs.csv"
+    Table({k: [r.get(k) for r in rows] for k in rows[0]}).to_csv(path_csv)
+    fig, (ax, ax_err) = plt.subplots(1, 2, figsize=(9.5, 3.8))
+    seeds = sorted({r["seed"] for r in rows})
+    for j, seed in enumerate(seeds):
+        sel = [r for r in rows if r["seed"] == seed]
+        ep = [r["epoch"] for r in sel]
+        for layer in (1, 2):
+            # the model is even in each layer: W_l and -W_l are equally good
+            ax.plot(ep, [abs(r[f"cosine{layer}"]) for r in sel], color=f"C{layer - 1}", lw=1,
+                    alpha=0.8, label=f"layer {layer}" if j == 0 else None)
+        ax_err.plot(ep, [r["test_error"] for r in sel], color="k", lw=1, alpha=0.8,
+                    label="test" if j == 0 else None)
+        ax_err.plot(ep, [r["train_loss"] for r in sel], color="0.6", lw=1, alpha=0.8,
+                    label="train" if j == 0 else None)
+    d, alpha = int(rows[0]["d"]), float(rows[0]["alpha"])
+    for a in (ax, ax_err):
+        a.set_xscale("symlog", linthresh=1)
+        a.set_xlabel("epoch")
+        a.grid(alpha=0.3)
+    ax.set_ylabel(r"$|\cos_l| = |W_l \cdot W^*_l| / (\sqrt{d}\, \|W_l\|)$")
+    # the notebook's cosine divides by |W_l| only (|W*_l|^2/d = 1 +- sqrt(2/d)): may pass 1
+    ax.set_ylim(0, max(1.02, max(abs(r[f"cosine{k}"]) for r in rows for k in (1, 2)) + 0.02))
+    ax.set_title(rf"SGD, two-layer tied softmax attention, d = {d}, $\alpha={alpha:g}$, "
+                 f"{len(seeds)} seeds", fontsize=9)
+    ax.legend(fontsize=8)
+    ax_err.set_yscale("log")
+    ax_err.set_ylabel(r"error $\|g(\hat Z) - y\|_F^2$ per sequence")
+    ax_err.legend(fontsize=8)
+    fig.tight_layout()
+    path = folder / "smi.sgd_layerwise.png"
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return [path_csv, path]
+
+
 register_figure("smi.se_gamp", title="SMI two-layer attention: SE overlaps on a grid of alpha "
                 "with GAMP points at finite d", spec=_se_gamp_spec, render=_render_se_gamp)
 register_figure("smi.gamp_trace", title="SMI two-layer attention: GAMP cosine similarity per "
                 "layer and test error vs iteration at alpha = 1.2, two seeds",
                 spec=_gamp_trace_spec, render=_render_gamp_trace)
+register_figure("smi.sgd_layerwise", title="SMI two-layer attention trained by minibatch SGD "
+                "(smi.md 15, Fig. 2 right): cosine similarity per layer vs epoch",
+                spec=_sgd_spec, render=_render_sgd)
