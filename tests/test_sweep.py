@@ -419,6 +419,11 @@ def test_reproduce_smi_quick(tmp_path):
     assert float(se[0]["Q11"]) < 0.05 < float(se[0]["Q22"])
     assert float(se[2]["Q11"]) > 0.99 and float(se[2]["Q22"]) > 0.99
     assert (tmp_path / "smi.se_gamp.png").is_file()
+    # GAMP at d = 100 (12 nodes) finds layer 2 (|M22| = 0.89, 0.94); layer 1 needs a larger
+    # d or more iterations (smi.gamp_trace: d = 300)
+    gamp = _csv_rows(tmp_path / "smi.se_gamp.gamp.csv")
+    assert len(gamp) == 2 and all(r["status"] == "ok" for r in gamp)
+    assert all(abs(float(r["M22"])) > 0.8 for r in gamp)
 
 
 def test_smi_gamp_runs_and_trace_test_error_is_the_plugin_error():
