@@ -258,6 +258,13 @@ def sgd_run(model, depth, seq_len, skip, inv_temp, noise, d, alpha, seed, epochs
 
 
 # ------------------------------------------------------------------ figures
+def _save(plt, fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
 def _se_gamp_spec(quick: bool) -> dict:
     """Two-layer tied softmax attention (M = 2, c = 1), the setting of smi.md Figs. 1-2.
     ``quick`` shrinks everything (Monte-Carlo samples, quadrature, d, grids) to run in
@@ -300,10 +307,7 @@ def _render_se_gamp(tables, folder):
     ax.set_title("SMI: two-layer tied softmax attention, SE and GAMP", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = folder / "smi.se_gamp.png"
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    path = _save(plt, fig, folder / "smi.se_gamp.png")
     return [path]
 
 
@@ -318,38 +322,48 @@ def _gamp_trace_spec(quick: bool) -> dict:
         "test_samples": 500 if quick else 1000}]}
 
 
-def trace_rows(table) -> list:
-    """The trajectories of ``smi.gamp_trace`` rows as one row per (seed, iteration)."""
+def trace_rows(table, x: str, path) -> list:
+    """The ``trace`` JSON of the ``ok`` rows of ``table`` (``smi.gamp_trace``: ``x =
+    "iteration"``, ``smi.sgd``: ``"epoch"``) as one row per (seed, ``x``), also written as
+    the CSV ``path``."""
     import json
+
+    from ..core.table import Table
 
     rows = []
     for r in table.rows():
         if r.get("status") != "ok":
             continue
         tr = json.loads(r["trace"])
-        keys = [k for k in tr if k != "iteration" and len(tr[k]) == len(tr["iteration"])]
-        for i, it in enumerate(tr["iteration"]):
-            rows.append(dict({"d": r["d"], "alpha": r["alpha"], "seed": r["seed"],
-                              "iteration": it}, **{k: tr[k][i] for k in keys}))
+        keys = [k for k in tr if k != x and len(tr[k]) == len(tr[x])]
+        for i, step in enumerate(tr[x]):
+            rows.append(dict({"d": r["d"], "alpha": r["alpha"], "seed": r["seed"], x: step},
+                             **{k: tr[k][i] for k in keys}))
+    Table({k: [r.get(k) for r in rows] for k in rows[0]}).to_csv(path)
     return rows
 
 
-def _render_gamp_trace(tables, folder):
+def _trace_figure(table, x, path_csv):
+    """The long CSV of the trajectories, a two-panel figure and the rows per seed:
+    ``(plt, fig, ax, ax_err, rows, [(seed, its rows, its x values), ...])``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..core.table import Table
-
-    rows = trace_rows(tables["trace"])
-    path_csv = folder / "smi.gamp_trace.iterations.csv"
-    Table({k: [r.get(k) for r in rows] for k in rows[0]}).to_csv(path_csv)
+    rows = trace_rows(table, x, path_csv)
     fig, (ax, ax_err) = plt.subplots(1, 2, figsize=(9.5, 3.8))
-    seeds = sorted({r["seed"] for r in rows})
-    for j, seed in enumerate(seeds):
+    per_seed = []
+    for seed in sorted({r["seed"] for r in rows}):
         sel = [r for r in rows if r["seed"] == seed]
-        it = [r["iteration"] for r in sel]
+        per_seed.append((seed, sel, [r[x] for r in sel]))
+    return plt, fig, ax, ax_err, rows, per_seed
+
+
+def _render_gamp_trace(tables, folder):
+    path_csv = folder / "smi.gamp_trace.iterations.csv"
+    plt, fig, ax, ax_err, rows, per_seed = _trace_figure(tables["trace"], "iteration", path_csv)
+    for j, (seed, sel, it) in enumerate(per_seed):
         for layer in (1, 2):
             ax.plot(it, [r[f"cosine{layer}"] for r in sel], color=f"C{layer - 1}",
                     ls=("-", "--", ":")[j % 3], marker="o", ms=2.5,
@@ -369,10 +383,7 @@ def _render_gamp_trace(tables, folder):
     ax_err.set_title("on fresh sequences (smi.md 10.5)", fontsize=9)
     ax_err.grid(alpha=0.3)
     ax_err.legend(fontsize=7)
-    fig.tight_layout()
-    path = folder / "smi.gamp_trace.png"
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    path = _save(plt, fig, folder / "smi.gamp_trace.png")
     return [path_csv, path]
 
 
@@ -388,29 +399,9 @@ def _sgd_spec(quick: bool) -> dict:
 
 
 def _render_sgd(tables, folder):
-    import json
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..core.table import Table
-
-    rows = []
-    for r in tables["sgd"].rows():
-        if r.get("status") == "ok":
-            tr = json.loads(r["trace"])
-            for i, ep in enumerate(tr["epoch"]):
-                rows.append(dict({"d": r["d"], "alpha": r["alpha"], "seed": r["seed"], "epoch": ep},
-                                 **{k: tr[k][i] for k in tr if k != "epoch"}))
     path_csv = folder / "smi.sgd_layerwise.epochs.csv"
-    Table({k: [r.get(k) for r in rows] for k in rows[0]}).to_csv(path_csv)
-    fig, (ax, ax_err) = plt.subplots(1, 2, figsize=(9.5, 3.8))
-    seeds = sorted({r["seed"] for r in rows})
-    for j, seed in enumerate(seeds):
-        sel = [r for r in rows if r["seed"] == seed]
-        ep = [r["epoch"] for r in sel]
+    plt, fig, ax, ax_err, rows, per_seed = _trace_figure(tables["sgd"], "epoch", path_csv)
+    for j, (seed, sel, ep) in enumerate(per_seed):
         for layer in (1, 2):
             # the model is even in each layer: W_l and -W_l are equally good
             ax.plot(ep, [abs(r[f"cosine{layer}"]) for r in sel], color=f"C{layer - 1}", lw=1,
@@ -428,15 +419,12 @@ def _render_sgd(tables, folder):
     # the notebook's cosine divides by |W_l| only (|W*_l|^2/d = 1 +- sqrt(2/d)): may pass 1
     ax.set_ylim(0, max(1.02, max(abs(r[f"cosine{k}"]) for r in rows for k in (1, 2)) + 0.02))
     ax.set_title(rf"SGD, two-layer tied softmax attention, d = {d}, $\alpha={alpha:g}$, "
-                 f"{len(seeds)} seeds", fontsize=9)
+                 f"{len(per_seed)} seeds", fontsize=9)
     ax.legend(fontsize=8)
     ax_err.set_yscale("log")
     ax_err.set_ylabel(r"error $\|g(\hat Z) - y\|_F^2$ per sequence")
     ax_err.legend(fontsize=8)
-    fig.tight_layout()
-    path = folder / "smi.sgd_layerwise.png"
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    path = _save(plt, fig, folder / "smi.sgd_layerwise.png")
     return [path_csv, path]
 
 
