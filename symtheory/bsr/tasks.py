@@ -349,7 +349,7 @@ def _render_gd(tables, folder):
     path = folder / "bsr.gd.png"
     _finish(fig, ax, rf"BSR GD / averaged GD / MNNE: $\beta={GD_SETTING['beta']:g}$, "
             rf"$\rho={GD_SETTING['rho']:g}$, $\Delta=0$", path,
-            ylabel=r"error $\overline{(\hat S - S^*)^2}$")
+            ylabel=r"error $\mathrm{mean}\,(\hat S - S^*)^2$")
     plt.close(fig)
     return [path]
 
