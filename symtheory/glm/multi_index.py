@@ -584,8 +584,10 @@ class GaussianNoiseChannel(_OrthantChannel):
          until the moments change by less than ``rtol``; ``T`` grows until the neglected
          mass, at most ``sup N(y; ., S) 2 Q(T) <= (2 pi Delta)^{-n/2} e^{-T^2/2}``, is below
          ``rtol Z_out``;
-       * ``|R| >= 2``: Gauss-Hermite tensor rules over ``z_R`` doubled per sample until the
-         change meets ``rtol`` (or the node budget ends: reported, warned).
+       * ``|R| >= 2``: tensor composite Gauss-Legendre on the whitened box ``[-T, T]^|R|``
+         (Gaussian density in the weights: no polynomial approximation of the
+         likelihood, unlike Gauss-Hermite), panels doubled per sample until the change
+         meets ``rtol`` (or the node budget ends: reported, warned).
 
     An explicit :class:`TensorRule` replaces the adaptive 1-D/tensor integration over
     ``z_R`` (its error estimate is the change against ``rule.coarsened()``)."""
@@ -671,15 +673,18 @@ class GaussianNoiseChannel(_OrthantChannel):
             tol = rule.rtol
         else:
             logZ, mean, cov, err = self._adaptive_tensor(rule, S_RR, sd, common)
-            method = f"{self.method} by Gauss-Hermite tensor rules doubled to rtol"
+            method = (f"{self.method} by tensor composite Gauss-Legendre "
+                      f"{rule.gauss_legendre} on the whitened box, panels doubled to rtol")
             tol = rule.rtol
         self._record(method, tol, err)
         return logZ, mean.reshape(n, self.P, self.M), cov
 
-    def _tensor_pass(self, rule, S_RR, common):
+    def _tensor_pass(self, rule, S_RR, common, nodes=None):
+        """One pass of the generated driver over the nodes ``(t, w)`` of ``E f(t)``,
+        ``t ~ N(0, I)`` (prior-whitened ``z_R``), from ``rule`` or given."""
         y, om = common[0], common[1]
         n, d = om.shape
-        tn, tw = rule.nodes(self.R.size)
+        tn, tw = nodes if nodes is not None else rule.nodes(self.R.size)
         if self.R.size == 0:
             tn, tw = np.zeros((1, 0)), np.ones(1)
         keep = tw > 0
@@ -691,21 +696,43 @@ class GaussianNoiseChannel(_OrthantChannel):
         return logZ, mean, cov
 
     def _adaptive_tensor(self, rule, S_RR, sd, common):
-        """Gauss-Hermite rules doubled per axis; a sample stops once its moments change by
-        less than ``rtol`` (its error is that change)."""
+        """Tensor composite Gauss-Legendre on the prior-whitened box, panels doubled per
+        sample until the moments change by less than ``rtol`` (that change is the error);
+        samples whose neglected mass outside the box, at most
+        ``sup(lik) 2 k Q(T) <= k exp(log_lsup - T^2/2)``, is not below ``rtol Z_out`` are
+        redone on a larger box."""
         n = common[1].shape[0]
-        seq = rule.tensor_sequence(self.R.size)
-        out = list(self._tensor_pass(seq[0], S_RR, common))
+        k = self.R.size
+        log_lsup = -0.5 * self.n_out * math.log(2 * math.pi * self.noise_variance)
+        out = [np.empty(n), np.empty((n, sd.size)), np.empty((n, sd.size, sd.size))]
         err = np.full(n, np.inf)
-        todo = np.arange(n)
-        for finer in seq[1:]:
-            cur = self._tensor_pass(finer, S_RR, (common[0][todo], common[1][todo]) + common[2:])
-            err[todo] = moment_change_batch(out[0][todo], out[1][todo], out[2][todo], *cur, sd)
-            for k in range(3):
-                out[k][todo] = cur[k]
-            todo = todo[err[todo] > rule.rtol]
-            if todo.size == 0:
-                break
+
+        def run(idx, T):
+            sub = (common[0][idx], common[1][idx]) + common[2:]
+            levels = rule.box_levels(k)
+            prev = self._tensor_pass(None, S_RR, sub, nodes=rule.box_nodes(k, levels[0], T))
+            todo = np.arange(idx.size)
+            res = [a.copy() for a in prev]
+            e = np.full(idx.size, np.inf)
+            for level in levels[1:]:
+                cur = self._tensor_pass(None, S_RR, (sub[0][todo], sub[1][todo]) + sub[2:],
+                                        nodes=rule.box_nodes(k, level, T))
+                e[todo] = moment_change_batch(*(p[todo] for p in res), *cur, sd)
+                for j in range(3):
+                    res[j][todo] = cur[j]
+                todo = todo[e[todo] > rule.rtol]
+                if todo.size == 0:
+                    break
+            trunc = k * np.exp(np.minimum(0.0, log_lsup - 0.5 * T * T - res[0]))
+            for j in range(3):
+                out[j][idx] = res[j]
+            err[idx] = np.maximum(e, trunc)
+            return res[0]
+
+        logZ = run(np.arange(n), rule.box_half_width)
+        T_need = np.sqrt(2.0 * np.maximum(0.0, log_lsup + math.log(k) - logZ - math.log(rule.rtol)))
+        for i in np.nonzero(T_need > rule.box_half_width)[0]:
+            run(np.array([i]), min(float(T_need[i]) + 0.5, 38.0))
         return out[0], out[1], out[2], err
 
     def _adaptive_1d(self, rule, S_RR, sd, common):
@@ -727,7 +754,7 @@ _ADAPTIVE_T0 = 8.0
 _CONJUGATE_TEMPLATE = '''
 @numba.njit(cache=True)
 def {name}_node(ys, oms, pars, delta, zR, S_idx, R_idx, Kmat, Ccond, kout, A, bvec, mS, post,
-                zfull, within):
+                zfull, within, AC, Sw, vec):
     """log N(y; A m + b, A C A^T + delta I) at z_R; z_S's conjugate posterior into zfull/within."""
     {name}(CALL_ARGS)
     n_out = ys.shape[0]
@@ -741,7 +768,8 @@ def {name}_node(ys, oms, pars, delta, zR, S_idx, R_idx, Kmat, Ccond, kout, A, bv
         for r in range(R_idx.shape[0]):
             acc += Kmat[j, r] * (zR[r] - oms[R_idx[r]])
         mS[j] = acc
-    logl = symtheory.core._moments_nb.gaussian_conjugate(A, bvec, ys, mS, Ccond, delta, post, within)
+    logl = symtheory.core._moments_nb.gaussian_conjugate(A, bvec, ys, mS, Ccond, delta, post,
+                                                         within, AC, Sw, vec)
     for r in range(R_idx.shape[0]):
         zfull[R_idx[r]] = zR[r]
     for j in range(nS):
@@ -768,6 +796,9 @@ def {name}_tensor(y, omega, pars, delta, S_idx, R_idx, Kmat, Ccond, L_RR, tn, tw
         mS = numpy.empty(nS)
         post = numpy.empty(nS)
         zR = numpy.empty(nR)
+        AC = numpy.empty((n_out, nS))
+        Sw = numpy.empty((n_out, n_out))
+        vec = numpy.empty((3, n_out))
         for j in range(Kn):
             for r in range(nR):
                 acc = omega[s, R_idx[r]]
@@ -776,7 +807,7 @@ def {name}_tensor(y, omega, pars, delta, S_idx, R_idx, Kmat, Ccond, L_RR, tn, tw
                 zR[r] = acc
             logw[j] = math.log(tw[j]) + {name}_node(y[s], omega[s], pars, delta, zR, S_idx, R_idx,
                                                     Kmat, Ccond, kout, A, bvec, mS, post, zs[j],
-                                                    within[j])
+                                                    within[j], AC, Sw, vec)
         out_logZ[s] = symtheory.core._moments_nb.mixture_moments(logw, zs, within, S_idx, Kn,
                                                                  out_mean[s], out_cov[s])
 
@@ -799,6 +830,9 @@ def {name}_adaptive(y, omega, pars, delta, S_idx, R_idx, Kmat, Ccond, sdR, zbrea
         mS = numpy.empty(nS)
         post = numpy.empty(nS)
         zR = numpy.empty(1)
+        AC = numpy.empty((n_out, nS))
+        Sw = numpy.empty((n_out, n_out))
+        vec = numpy.empty((3, n_out))
         pts = numpy.empty(nb + 2)
         mean0 = numpy.empty(d)
         cov0 = numpy.empty((d, d))
@@ -835,7 +869,7 @@ def {name}_adaptive(y, omega, pars, delta, S_idx, R_idx, Kmat, Ccond, sdR, zbrea
                             logw[j] = (math.log(0.5 * h * gl_w[g]) - 0.5 * t * t - log_sqrt_2pi
                                        + {name}_node(y[s], omega[s], pars, delta, zR, S_idx, R_idx,
                                                      Kmat, Ccond, kout, A, bvec, mS, post, zs[j],
-                                                     within[j]))
+                                                     within[j], AC, Sw, vec))
                             j += 1
                 logz1 = symtheory.core._moments_nb.mixture_moments(logw, zs, within, S_idx, count,
                                                                    out_mean[s], out_cov[s])
