@@ -1,14 +1,13 @@
 """Multi-index channels whose integration follows the likelihood (glm/multi_index.py).
 
 Every channel is compared with an independent quadrature of the raw integrand of
-smi.md Eq. 9, written here in Z coordinates with the conditional factorization
-``z1 ~ N(omega1, S11)``, ``z2 | z1 ~ N(., .)`` and integrated by nested, vectorized
-``scipy.integrate.tanhsinh`` (inner rtol 1e-12, outer rtol 1e-10 with an absolute
-floor 1e-11 for components that vanish -- the inner integrals' noise allows no less;
-``Z_out`` is O(0.01-1) for outputs drawn from the model, so moments stay ~1e-9
-accurate) on the pieces between the link's jumps.  Tolerance of the acceptance tests: 1e-5 relative to the size of
-``g_out`` / ``dg_out`` (the brief's requirement; the channels aim at 1e-10 on the
-moments, the reference at 1e-11, so a miss is a real error).
+smi.md Eq. 9: ``scipy.integrate.cubature`` (adaptive Gauss-Kronrod with an error
+estimate, rtol :data:`REF_RTOL`) on the boxes between the link's jumps, the link
+evaluated by SymPy's ``lambdify`` -- nothing of the channels' own rules (it is the
+declaration check's brute force, checked here against closed forms).  Tolerance of the
+acceptance tests: 1e-5 relative to the size of ``g_out`` / ``dg_out`` (the issue's
+requirement; the channels aim at 1e-10 on the moments, the reference at 1e-9, so a miss
+is a real error).
 """
 from __future__ import annotations
 
@@ -21,15 +20,14 @@ import pytest
 import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.integrate import tanhsinh
 from scipy.stats import norm
 
 from symtheory.core.gaussian_integrals import orthant_moments
 from symtheory.core.quadrature import AdaptiveRule, TensorRule
 from symtheory.core.validate import ParameterError
-from symtheory.glm import MultiIndexModel
-from symtheory.glm.multi_index import DiscreteOutputChannel, GaussianNoiseChannel, gout_from_moments
-from symtheory.glm.multi_index_check import ChannelCheckError
+from symtheory.glm import ChannelCheckError, MultiIndexModel
+from symtheory.glm.multi_index import DiscreteOutputChannel, gout_from_moments
+from symtheory.glm.multi_index_check import brute_force_moments
 
 Z1, Z2 = sp.symbols("z1 z2", real=True)
 ROWS = sp.Matrix([[Z1], [Z2]])                 # P = 2, M = 1
@@ -49,82 +47,79 @@ def models():
         "tanh": _model("t_tanh_times", sp.tanh(Z1) * Z2),
         "signlin": _model("t_sign_times", sp.sign(Z1) * Z2),
         "tanhprod": _model("t_tanh_prod", sp.tanh(Z1 * Z2)),
+        "prod": _model("t_prod", Z1 * Z2),
         "hardmax": _model("t_hardmax2", sp.Matrix([[sp.Heaviside(Z1 - Z2), sp.Heaviside(Z2 - Z1)]]),
                           TOKENS),
     }
 
 
 # ------------------------------------------------------------------ independent reference
-def reference_moments(link, y, omega, Sigma, delta, jumps1=(), jumps2=None, T=12.0):
-    """``(log Z, mean (2,), cov (2, 2))`` of ``z ~ N(omega, Sigma)`` times the likelihood
-    (``N(y; link(z), delta)`` or, with ``delta=None``, ``1{link(z) = y}``).
-    ``jumps1``: jumps in ``z1``; ``jumps2(z1)``: jumps (or peaks) in ``z2`` (arrays).  Domain
-    ``T`` standard deviations: typical ``y`` only (the posterior tail beyond is < e^-70)."""
-    y = np.atleast_1d(np.asarray(y, dtype=float))
-    s1 = math.sqrt(Sigma[0, 0])
-    beta = Sigma[0, 1] / Sigma[0, 0]
-    s2 = math.sqrt(Sigma[1, 1] - beta * Sigma[0, 1])
-
-    def lik(z1, z2):
-        out = link(z1, z2)
-        if delta is None:
-            return np.all([np.abs(o - v) < 1e-9 for o, v in zip(out, y)], axis=0).astype(float)
-        r2 = sum((o - v) ** 2 for o, v in zip(out, y))
-        return np.exp(-0.5 * r2 / delta) / (2 * np.pi * delta) ** (len(y) / 2)
-
-    comps = [lambda a, b: 1.0 + 0 * a, lambda a, b: a, lambda a, b: b,
-             lambda a, b: a * a, lambda a, b: a * b, lambda a, b: b * b]
-
-    def inner(z1, k):
-        m2 = omega[1] + beta * (z1 - omega[0])
-        lo, hi = m2 - T * s2, m2 + T * s2
-        cuts = [lo] + ([] if jumps2 is None else
-                       [np.clip(j, lo, hi) for j in jumps2(z1)]) + [hi]
-        cuts = np.sort(np.stack(np.broadcast_arrays(*cuts), axis=-1), axis=-1)
-        total = 0.0
-        for p in range(cuts.shape[-1] - 1):
-            res = tanhsinh(lambda z2, z1_, k_: np.select(
-                [k_ == i for i in range(6)], [c(z1_ - omega[0], z2 - omega[1]) for c in comps])
-                * norm.pdf(z2, omega[1] + beta * (z1_ - omega[0]), s2) * lik(z1_, z2),
-                cuts[..., p], cuts[..., p + 1], args=(z1, k), rtol=1e-12, atol=1e-15)
-            assert np.all(res.success)
-            total = total + res.integral
-        return total * norm.pdf(z1, omega[0], s1)
-
-    edges = sorted({omega[0] - T * s1, omega[0] + T * s1}
-                   | {j for j in jumps1 if abs(j - omega[0]) < T * s1})
-    k = np.arange(6.0)
-    total = 0.0
-    for a, b in zip(edges[:-1], edges[1:]):
-        res = tanhsinh(inner, np.full(6, a), np.full(6, b), args=(k,), rtol=1e-10, atol=1e-11)
-        assert np.all(res.success)
-        total = total + res.integral
-    Z = total[0]
-    mean = total[1:3] / Z
-    second = np.array([[total[3], total[4]], [total[4], total[5]]]) / Z
-    return math.log(Z), omega + mean, second - np.outer(mean, mean)
+#: rtol of the reference cubature: four orders below ACCEPT (dg_out = V^-1 Cov V^-1 - V^-1
+#: loses at most the factor ||V^-1|| / |dg_out| <= 1e3 of the size floor below)
+REF_RTOL = 1e-9
 
 
-def _likelihood_peak(y, slope, delta):
-    """Split point of the z2 integral at the peak of N(y; slope z2, delta): it can be much
-    narrower than the prior, and tanh-sinh puts its nodes at the ends of a piece."""
-    return [y / np.where(np.abs(slope) < 1e-12, 1e-12, slope)]
+def reference_moments(model, delta, y, omega, V, shift):
+    """``(log Z, mean (d,), cov (d, d))`` by ``scipy.integrate.cubature`` of the raw
+    integrand (smi.md Eq. 9; the link evaluated by SymPy's ``lambdify``, nothing of the
+    channel's own integration), split at the link's jumps -- the declaration check's
+    brute force, itself checked against closed forms below."""
+    return brute_force_moments(model, delta, y, omega, V, shift=shift, rtol=REF_RTOL)
 
 
-def _compare(ch, y, omega, V, ref):
-    """Relative-to-size discrepancies of g_out, dg_out against reference moments
-    (asserts no NaN)."""
+def _compare(ch, y, omega, V):
+    """Relative-to-size discrepancies of g_out, dg_out against the reference (asserts
+    no NaN)."""
     g, dg = ch.gout(y[None], omega[None], V)
     assert np.all(np.isfinite(g)) and np.all(np.isfinite(dg))
+    logZ, _, _ = ch.moments(y[None], omega[None], V)
+    ref = reference_moments(ch.model, ch.noise_variance, y, omega, V, float(logZ[0]))
     P, M = ch.P, ch.M
     g_r, dg_r = gout_from_moments(ref[1].reshape(1, P, M), ref[2][None], omega[None], V)
     # size floor 1e-3 of the natural scale (||V^-1||^1/2, ||V^-1||): g_out and dg_out can
     # vanish exactly (y = 0 at omega = 0: posterior = prior), where only an absolute
-    # criterion means anything -- 1e-8 ||V^-1||, above the ~1e-9 of the reference
+    # criterion means anything
     lam = np.linalg.norm(np.linalg.inv(V), 2)
     eg = np.max(np.abs(g - g_r)) / max(np.max(np.abs(g_r)), 1e-3 * math.sqrt(lam))
     edg = np.max(np.abs(dg - dg_r)) / max(np.max(np.abs(dg_r)), 1e-3 * lam)
     return eg, edg
+
+
+def test_reference_against_closed_forms():
+    """The reference cubature against posteriors known in closed form (scipy.stats):
+    y = z1 - 2 z2 + noise (Gaussian: conjugate posterior) and y = sign(z1) + noise (a jump:
+    mixture of two truncated normals in z1, z2 | z1 Gaussian), 1e-8 relative."""
+    from scipy.stats import truncnorm
+
+    V = np.array([[0.8, 0.3], [0.3, 0.5]])
+    om = np.array([0.4, -0.7])
+    delta, y = 0.3, 0.9
+    lin = _model("t_ref_linear", Z1 - 2 * Z2)
+    a = np.array([1.0, -2.0])
+    s = a @ V @ a + delta
+    K = V @ a / s
+    logZ, mean, cov = reference_moments(lin, delta, [y], om.reshape(2, 1), V, 0.0)
+    assert abs(logZ - norm.logpdf(y, a @ om, math.sqrt(s))) <= 1e-8
+    assert np.allclose(mean, om + K * (y - a @ om), atol=1e-8)
+    assert np.allclose(cov, V - np.outer(K, K) * s, atol=1e-8)
+
+    step = _model("t_ref_sign", sp.sign(Z1))
+    s1 = math.sqrt(V[0, 0])
+    parts = []
+    for sgn, (lo, hi) in ((1.0, (0.0, np.inf)), (-1.0, (-np.inf, 0.0))):
+        tn = truncnorm((lo - om[0]) / s1, (hi - om[0]) / s1, loc=om[0], scale=s1)
+        w = norm.pdf(y, sgn, math.sqrt(delta)) * (norm.sf(-om[0] / s1) if sgn > 0
+                                                  else norm.cdf(-om[0] / s1))
+        parts.append((w, tn.mean(), tn.var()))
+    Z = sum(w for w, _, _ in parts)
+    m1 = sum(w * m for w, m, _ in parts) / Z
+    v1 = sum(w * (v + m * m) for w, m, v in parts) / Z - m1 * m1
+    b = V[0, 1] / V[0, 0]                      # z2 | z1 ~ N(om2 + b (z1 - om1), V22 - b V12)
+    mean_ref = np.array([m1, om[1] + b * (m1 - om[0])])
+    cov_ref = np.array([[v1, b * v1], [b * v1, V[1, 1] - b * V[0, 1] + b * b * v1]])
+    logZ, mean, cov = reference_moments(step, delta, [y], om.reshape(2, 1), V, math.log(Z))
+    assert abs(logZ - math.log(Z)) <= 1e-8
+    assert np.allclose(mean, mean_ref, atol=1e-8) and np.allclose(cov, cov_ref, atol=1e-8)
 
 
 _V = st.tuples(st.floats(0.05, 2.0), st.floats(0.05, 2.0), st.floats(-0.9, 0.9))
@@ -228,15 +223,19 @@ def test_declared_plans(models):
         assert rep.checked and rep.max_discrepancy_g <= 1e-6 and rep.max_discrepancy_dg <= 1e-6
 
 
-def test_declaration_refuses_a_rule_that_misses_the_tolerance():
-    """A coarse tensor rule on a steep link fails the brute-force comparison: refused,
-    naming the check and the discrepancy; ``check=False`` lets it through and the
-    recorded error estimate shows it is inaccurate."""
-    m = _model("t_tanh5_times", sp.tanh(5 * Z1) * Z2)
-    with pytest.raises(ChannelCheckError, match=r"g_out differs .* by \d"):
-        m.channel(0.05, TensorRule("gauss-hermite", 6))
-    ch = m.channel(0.05, TensorRule("gauss-hermite", 6), check=False)
-    ch.gout(np.array([[0.5]]), np.zeros((1, 2, 1)), np.eye(2))
+def test_declaration_refuses_a_rule_that_misses_the_tolerance(models):
+    """y = z1 z2 + N(0, 0.1): the default rule passes the brute-force comparison (it was
+    reported failing: the former nested tanh-sinh brute force did not converge on this
+    link, the rule was right), Gauss-Hermite 12 misses it (dg_out ~40% off at y ~ 0.9,
+    where N(y; z1 z2, .) is narrow in z1 for |z2| large) and is refused, naming the
+    check; ``check=False`` lets it through and its error estimate shows it."""
+    m = models["prod"]
+    rep = m.channel(0.1).check_report
+    assert rep.checked and max(rep.max_discrepancy_g, rep.max_discrepancy_dg) <= 1e-6
+    with pytest.raises(ChannelCheckError, match=r"brute-force moments check failed.* dg_out by \d"):
+        m.channel(0.1, TensorRule("gauss-hermite", 12))
+    ch = m.channel(0.1, TensorRule("gauss-hermite", 12), check=False)
+    ch.gout(np.array([[0.9]]), np.zeros((1, 2, 1)), np.eye(2))
     assert ch.last_error > 1e-3
 
 
@@ -256,60 +255,41 @@ def test_bad_inputs_are_refused(models):
 
 # ------------------------------------------------------------------ acceptance
 _ACCEPT_SETTINGS = settings(max_examples=8, deadline=None)
-
-
-@pytest.mark.parametrize("delta", [0.5, 0.1])
-@_ACCEPT_SETTINGS
-@given(omega=st.tuples(st.floats(-2, 2), st.floats(-2, 2)), vpar=_V,
-       z_std=st.tuples(st.floats(-2.5, 2.5), st.floats(-2.5, 2.5)), noise=st.floats(-2.5, 2.5))
-def test_noisy_sign_product_against_quadrature(models, delta, omega, vpar, z_std, noise):
-    """y = sign(z1 z2) + sqrt(Delta) xi, default configuration: 1e-5 relative."""
-    m = models["sign"]
-    y, om, V = _draw_point(m, omega, vpar, z_std, noise, delta)
-    ch = m.channel(delta)
-    ref = reference_moments(lambda a, b: [np.sign(a * b)], y, om.ravel(), V, delta,
-                            jumps1=(0.0,), jumps2=lambda z1: [np.zeros_like(z1)])
-    eg, edg = _compare(ch, y, om, V, ref)
-    assert eg <= ACCEPT and edg <= ACCEPT, (eg, edg)
-    assert ch.last_accuracy.converged
-
-
-@_ACCEPT_SETTINGS
-@given(omega=st.tuples(st.floats(-2, 2), st.floats(-2, 2)), vpar=_V,
-       z_std=st.tuples(st.floats(-2.5, 2.5), st.floats(-2.5, 2.5)), noise=st.floats(-2.5, 2.5))
-def test_noisy_tanh_times_against_quadrature(models, omega, vpar, z_std, noise):
-    """y = tanh(z1) z2 + sqrt(0.1) xi (z2 integrated exactly, z1 adaptively): 1e-5."""
-    m = models["tanh"]
-    y, om, V = _draw_point(m, omega, vpar, z_std, noise, 0.1)
-    ch = m.channel(0.1)
-    ref = reference_moments(lambda a, b: [np.tanh(a) * b], y, om.ravel(), V, 0.1,
-                            jumps2=lambda z1: _likelihood_peak(y[0], np.tanh(z1), 0.1))
-    eg, edg = _compare(ch, y, om, V, ref)
-    assert eg <= ACCEPT and edg <= ACCEPT, (eg, edg)
-    assert ch.last_accuracy.converged
-
-
-def _other_path(models, key, f, jumps1, omega, vpar, z_std, noise):
-    m = models[key]
-    y, om, V = _draw_point(m, omega, vpar, z_std, noise, 0.2)
-    ch = m.channel(0.2)
-    ref = reference_moments(f, y, om.ravel(), V, 0.2, jumps1=jumps1)
-    eg, edg = _compare(ch, y, om, V, ref)
-    assert ch.last_accuracy.converged
-    assert eg <= ACCEPT and edg <= ACCEPT, (key, eg, edg)
-
-
 _POINT = dict(omega=st.tuples(st.floats(-2, 2), st.floats(-2, 2)), vpar=_V,
               z_std=st.tuples(st.floats(-2.5, 2.5), st.floats(-2.5, 2.5)),
               noise=st.floats(-2.5, 2.5))
 
 
+def _accept(model, delta, omega, vpar, z_std, noise):
+    """The default configuration at a drawn point: g_out, dg_out within ACCEPT of the
+    reference, no NaN, and the channel reports that it met its own tolerance."""
+    y, om, V = _draw_point(model, omega, vpar, z_std, noise, delta)
+    ch = model.channel(delta)
+    eg, edg = _compare(ch, y, om, V)
+    assert eg <= ACCEPT and edg <= ACCEPT, (model.name, eg, edg)
+    assert ch.last_accuracy.converged, ch.last_accuracy
+
+
+@pytest.mark.parametrize("delta", [0.5, 0.1])
+@_ACCEPT_SETTINGS
+@given(**_POINT)
+def test_noisy_sign_product_against_quadrature(models, delta, omega, vpar, z_std, noise):
+    """y = sign(z1 z2) + sqrt(Delta) xi (declared in the fixture), default configuration."""
+    _accept(models["sign"], delta, omega, vpar, z_std, noise)
+
+
+@_ACCEPT_SETTINGS
+@given(**_POINT)
+def test_noisy_tanh_times_against_quadrature(models, omega, vpar, z_std, noise):
+    """y = tanh(z1) z2 + sqrt(0.1) xi (z2 integrated exactly, z1 adaptively)."""
+    _accept(models["tanh"], 0.1, omega, vpar, z_std, noise)
+
+
 @settings(max_examples=5, deadline=None)
 @given(**_POINT)
 def test_affine_with_jump_against_quadrature(models, omega, vpar, z_std, noise):
-    """sign(z1) z2 + noise: z2 exact, z1 by the 1-D rule split at the jump z1 = 0: 1e-5."""
-    _other_path(models, "signlin", lambda a, b: [np.sign(a) * b], (0.0,), omega, vpar, z_std,
-                noise)
+    """sign(z1) z2 + noise: z2 exact, z1 by the 1-D rule split at the jump z1 = 0."""
+    _accept(models["signlin"], 0.2, omega, vpar, z_std, noise)
 
 
 @pytest.mark.slow
@@ -318,41 +298,40 @@ def test_affine_with_jump_against_quadrature(models, omega, vpar, z_std, noise):
 def test_two_residual_dimensions_against_quadrature(models, omega, vpar, z_std, noise):
     """tanh(z1 z2) + noise (nothing affine, not discrete): composite Gauss-Legendre box
     refined to rtol in 2-D (~1e5 nodes per sample: poles of tanh near the real axis
-    for large |z1|): 1e-5."""
-    _other_path(models, "tanhprod", lambda a, b: [np.tanh(a * b)], (), omega, vpar, z_std, noise)
+    for large |z1|)."""
+    _accept(models["tanhprod"], 0.2, omega, vpar, z_std, noise)
+
+
+#: standard-normal draws away from 0: sign(0) = 0 is an output of probability zero
+_NONZERO = st.floats(0.01, 2.5).flatmap(lambda x: st.sampled_from([x, -x]))
 
 
 @settings(max_examples=8, deadline=None)
 @given(omega=st.tuples(st.floats(-2, 2), st.floats(-2, 2)), vpar=_V,
-       z_std=st.tuples(st.floats(-2.5, 2.5), st.floats(-2.5, 2.5)))
+       z_std=st.tuples(_NONZERO, _NONZERO))
 def test_noiseless_sign_product_against_quadrature(models, omega, vpar, z_std):
-    """y = sign(z1 z2) without noise: Z_out = P(quadrants), truncated moments: 1e-5."""
-    m = models["sign"]
-    y, om, V = _draw_point(m, omega, vpar, z_std, 0.0, None)
-    ch = m.channel()
-    ref = reference_moments(lambda a, b: [np.sign(a * b)], y, om.ravel(), V, None,
-                            jumps1=(0.0,), jumps2=lambda z1: [np.zeros_like(z1)])
-    eg, edg = _compare(ch, y, om, V, ref)
+    """y = sign(z1 z2) without noise: Z_out = P(quadrants), truncated moments."""
+    y, om, V = _draw_point(models["sign"], omega, vpar, z_std, 0.0, None)
+    if y[0] == 0:                    # omega_a + (chol V z)_a rounded onto 0
+        return
+    ch = models["sign"].channel()
+    eg, edg = _compare(ch, y, om, V)
     assert eg <= ACCEPT and edg <= ACCEPT, (eg, edg)
-    logZ, _, _ = ch.moments(y[None], om[None], V)
-    assert abs(logZ[0] - ref[0]) <= 1e-8
 
 
 @settings(max_examples=8, deadline=None)
 @given(omega=st.tuples(st.floats(-2, 2), st.floats(-2, 2)), v=st.floats(0.05, 2.0),
        z_std=st.tuples(st.floats(-2.5, 2.5), st.floats(-2.5, 2.5)))
 def test_hardmax_two_tokens_against_quadrature(models, omega, v, z_std):
-    """y = onehot(argmax(z_1, z_2)) over M = 2 tokens (P = 1): 1e-5."""
+    """y = onehot(argmax(z_1, z_2)) over M = 2 tokens (P = 1)."""
     m = models["hardmax"]
     om = np.array(omega).reshape(1, 2)
     V = np.array([[v]])
     Zs = om + math.sqrt(v) * np.array(z_std).reshape(1, 2)
     y = m.g(Zs[None])[0].ravel()
-    ch = m.channel()
-    ref = reference_moments(lambda a, b: [np.heaviside(a - b, 0.5), np.heaviside(b - a, 0.5)],
-                            y, om.ravel(), np.kron(V, np.eye(2)), None,
-                            jumps2=lambda z1: [z1])
-    eg, edg = _compare(ch, y, om, V, ref)
+    if Zs[0, 0] == Zs[0, 1]:         # a tie: probability zero
+        return
+    eg, edg = _compare(m.channel(), y, om, V)
     assert eg <= ACCEPT and edg <= ACCEPT, (eg, edg)
 
 
@@ -420,8 +399,6 @@ def test_far_outputs_stay_finite_and_accurate(models):
     """Outputs far in the tail (the posterior sits where the prior has < 1e-20 mass):
     the 1-D domain grows, the orthant integrals work in logs; no NaN, and agreement
     with the brute force of the declaration check (which grows its domain too)."""
-    from symtheory.glm.multi_index_check import brute_force_moments
-
     V = 0.05 * np.eye(2)
     om = np.zeros((2, 1))
     for key, delta, y in (("tanh", 0.1, 6.0), ("sign", 0.1, -9.0), ("sign", 0.5, 25.0)):
@@ -475,17 +452,16 @@ def test_tower_and_nishimori_identities(models, key, delta):
     assert ch.last_accuracy.converged
 
 
-def test_accuracy_is_recorded_and_warned():
+def test_accuracy_is_recorded_and_warned(models):
     """Every call records its method and per-sample error; a budget too small to meet
     the tolerance warns instead of returning silently."""
-    m = _model("t_tanh_prod_w", sp.tanh(3 * Z1 * Z2))
     rule = AdaptiveRule(rtol=1e-14, box_min_level=0, max_tensor_nodes=100)
-    ch = m.channel(0.01, rule, check=False)
+    ch = models["tanhprod"].channel(0.01, rule, check=False)
     with pytest.warns(RuntimeWarning, match="missed the tolerance"):
         ch.gout(np.array([[0.9]]), np.zeros((1, 2, 1)), np.eye(2))
     assert ch.last_accuracy.error.shape == (1,) and not ch.last_accuracy.converged
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        ch = _model("t_signprod", sp.sign(Z1 * Z2)).channel(0.5)
+        ch = models["sign"].channel(0.5)
         ch.gout(np.array([[0.3]]), np.zeros((1, 2, 1)), np.eye(2))
     assert ch.last_accuracy.converged and ch.last_error <= 1e-10

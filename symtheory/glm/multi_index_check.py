@@ -27,6 +27,7 @@ import numpy as np
 import sympy as sp
 from scipy.integrate import cubature
 
+from .checks import ChannelCheckError
 from .link_analysis import NotApplicable, linear_factors, switch_arguments
 
 #: required agreement of g_out and dg_out with the brute force (relative to their size)
@@ -36,10 +37,6 @@ CHECK_RTOL = 1e-6
 BRUTE_RTOL = 1e-11
 #: largest P M checked at declaration
 MAX_CHECK_DIM = 2
-
-
-class ChannelCheckError(ValueError):
-    """A channel failed its declaration check (the message names check and discrepancy)."""
 
 
 @dataclass
@@ -98,11 +95,14 @@ def _aligned_coordinates(model, d):
     return np.array(rows), forms
 
 
-def brute_force_moments(model, noise_variance, y, omega, V, *, shift=0.0, T0=9.0):
+def brute_force_moments(model, noise_variance, y, omega, V, *, shift=0.0, T0=9.0,
+                        rtol=BRUTE_RTOL):
     """``(log Z_out, mean (d,), cov (d, d))`` by adaptive cubature (``P M <= 2``):
     ``scipy.integrate.cubature`` (Gauss-Kronrod 21 product rule, adaptive subdivision,
     vector-valued: all moments from the same evaluations) over the boxes between the
-    link's jumps, in coordinates where the jumps are coordinate planes."""
+    link's jumps, in coordinates where the jumps are coordinate planes.  ``rtol``: of the
+    cubature and of the neglected mass outside the box; ``shift`` ~ ``log Z_out`` scales
+    the integrand to O(1) so that the absolute floor ``1e-2 rtol`` means something."""
     P, M = model.P, model.M
     d = P * M
     if d > MAX_CHECK_DIM:
@@ -147,7 +147,7 @@ def brute_force_moments(model, noise_variance, y, omega, V, *, shift=0.0, T0=9.0
             hi = [edges[i][box[i] + 1] for i in range(d)]
             # the weights are scaled by exp(-shift) ~ 1/Z_out: components that vanish by
             # symmetry need an absolute floor, far below what the check resolves
-            res = cubature(integrand, lo, hi, rtol=BRUTE_RTOL, atol=1e-2 * BRUTE_RTOL,
+            res = cubature(integrand, lo, hi, rtol=rtol, atol=1e-2 * rtol,
                            max_subdivisions=20000)
             ok &= res.status == "converged"
             total = total + res.estimate
@@ -157,7 +157,7 @@ def brute_force_moments(model, noise_variance, y, omega, V, *, shift=0.0, T0=9.0
     while True:
         res, converged = integrate(T)
         logZ = math.log(res[0]) + shift
-        T_need = math.sqrt(2.0 * max(0.0, log_sup - logZ - math.log(BRUTE_RTOL)))
+        T_need = math.sqrt(2.0 * max(0.0, log_sup - logZ - math.log(rtol)))
         if T_need <= T or T >= 38.0:
             break
         T = min(T_need + 0.5, 38.0)
@@ -219,8 +219,8 @@ def check_channel(channel, *, seed: int = 20240601) -> CheckReport:
         worst_g, worst_dg = max(worst_g, eg), max(worst_dg, edg)
         if not (eg <= CHECK_RTOL and edg <= CHECK_RTOL):
             raise ChannelCheckError(
-                f"channel of {model.name!r} ({channel.last_accuracy.method}) fails the "
-                f"declaration check at point {k} (y = {np.round(y, 4).tolist()}): g_out differs "
+                f"channel of {model.name!r} ({channel.last_accuracy.method}): brute-force "
+                f"moments check failed at point {k} (y = {np.round(y, 4).tolist()}): g_out differs "
                 f"from the brute-force quadrature by {eg:.2e}, dg_out by {edg:.2e} (relative; "
                 f"tolerance {CHECK_RTOL:g}); use a finer rule")
     return CheckReport(True, len(points), worst_g, worst_dg, CHECK_RTOL,
