@@ -465,3 +465,15 @@ def test_accuracy_is_recorded_and_warned(models):
         ch = models["sign"].channel(0.5)
         ch.gout(np.array([[0.3]]), np.zeros((1, 2, 1)), np.eye(2))
     assert ch.last_accuracy.converged and ch.last_error <= 1e-10
+
+
+def test_driver_templates_render_from_source_files():
+    """The drivers are package-data templates: their documentation lines are dropped,
+    the placeholder is filled, and a placeholder the template lacks is refused."""
+    from symtheory.core.codegen import render_template
+
+    for fname in ("gaussian_noise_drivers.py.tmpl", "reduced_driver.py.tmpl"):
+        text = render_template("symtheory.glm", fname, CALL_ARGS="a, b, out")
+        assert "##" not in text and "CALL_ARGS" not in text and "{name}(a, b, out)" in text
+        with pytest.raises(ValueError, match="no placeholder .KERNEL_ARGS."):
+            render_template("symtheory.glm", fname, KERNEL_ARGS="x")
