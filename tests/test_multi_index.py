@@ -477,3 +477,17 @@ def test_driver_templates_render_from_source_files():
         assert "##" not in text and "CALL_ARGS" not in text and "{name}(a, b, out)" in text
         with pytest.raises(ValueError, match="no placeholder .KERNEL_ARGS."):
             render_template("symtheory.glm", fname, KERNEL_ARGS="x")
+
+
+def test_package_digest_covers_driver_templates(tmp_path):
+    """Derivation and sweep caches are keyed by the package digest: editing a driver
+    template must change it like editing a module does."""
+    from symtheory.core.derive import tree_digest
+
+    (tmp_path / "templates").mkdir()
+    tmpl = tmp_path / "templates" / "driver.py.tmpl"
+    (tmp_path / "mod.py").write_text("x = 1\n")
+    tmpl.write_text("def {name}_driver():\n    pass\n")
+    before = tree_digest(tmp_path)
+    tmpl.write_text("def {name}_driver():\n    return 1\n")
+    assert tree_digest(tmp_path) != before
