@@ -413,6 +413,51 @@ def test_far_outputs_stay_finite_and_accurate(models):
         assert abs(logZ[0] - ref[0]) <= 1e-7 * abs(ref[0])
 
 
+@pytest.mark.parametrize("y,omega,V", [
+    (-12.56864243, (9.99002705, 5.52063305), ((0.0162739, -0.01302295), (-0.01302295, 0.06761105))),
+    (17.36075411, (7.80724157, 0.20178015), ((6.08127649, 0.06591077), (0.06591077, 0.03394906))),
+    (15.01345833, (5.11877283, -1.29119649), ((3.72804327, -0.60235665), (-0.60235665, 0.1596424)))])
+def test_extreme_outputs_converge(models, y, omega, V):
+    """Outputs found by a stress sweep where the posterior sits 11-80 prior standard
+    deviations out (log Z_out ~ -700 to -1100; the 1-D domain was capped at 38 and these
+    reported error 1): the domain now grows as far as the bound asks and converges.
+    Reference: ``scipy.integrate.quad_vec`` (adaptive, rtol 1e-12) over z1 of the textbook
+    Gaussian integral over z2 (y | z1 ~ N(tanh(z1) m(z1), tanh^2 c + Delta)), split at the
+    channel's posterior mean +- 10 posterior sd only to place the nodes."""
+    from scipy.integrate import quad_vec
+
+    delta, om, V = 0.1, np.array(omega), np.array(V)
+    ch = models["tanh"].channel(delta)
+    logZ, mean, cov = ch.moments(np.array([[y]]), om.reshape(1, 2, 1), V)
+    assert ch.last_accuracy.converged
+    b = V[0, 1] / V[0, 0]
+    c = V[1, 1] - b * V[0, 1]
+
+    def f(z1):                      # weight (scaled by e^{-log Z}) times (1, x, x^2) terms
+        t = math.tanh(z1)
+        m2 = om[1] + b * (z1 - om[0])
+        S = t * t * c + delta
+        k = c * t / S               # conjugate gain of z2 | z1, y
+        e2 = m2 + k * (y - t * m2)
+        v2 = c - k * t * c
+        w = math.exp(norm.logpdf(z1, om[0], math.sqrt(V[0, 0]))
+                     + norm.logpdf(y, t * m2, math.sqrt(S)) - logZ[0])
+        x1, x2 = z1 - om[0], e2 - om[1]
+        return w * np.array([1.0, x1, x2, x1 * x1, x1 * x2, x2 * x2 + v2])
+
+    centre, width = mean[0, 0, 0], 10 * math.sqrt(cov[0, 0, 0])
+    edges = [om[0] - 250 * math.sqrt(V[0, 0]), centre - width, centre, centre + width,
+             om[0] + 250 * math.sqrt(V[0, 0])]
+    total = sum(quad_vec(f, a, b_, epsrel=1e-12, epsabs=0.0, limit=2000)[0]
+                for a, b_ in zip(edges[:-1], edges[1:]) if b_ > a)
+    m = total[1:3] / total[0]
+    cov_r = np.array([[total[3], total[4]], [total[4], total[5]]]) / total[0] - np.outer(m, m)
+    sd = np.sqrt(np.diag(V))
+    assert abs(logZ[0] - (logZ[0] + math.log(total[0]))) <= 1e-9 * abs(logZ[0])
+    assert np.all(np.abs(mean.ravel() - (om + m)) <= 1e-8 * sd)
+    assert np.all(np.abs(cov[0] - cov_r) <= 1e-8 * np.outer(sd, sd))
+
+
 # ------------------------------------------------------------------ identities
 def _identity_samples(model, delta, Q, S, seed):
     rng = np.random.default_rng(seed)

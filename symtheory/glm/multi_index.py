@@ -736,7 +736,7 @@ class GaussianNoiseChannel(_OrthantChannel):
         logZ = run(np.arange(n), rule.box_half_width)
         T_need = np.sqrt(2.0 * np.maximum(0.0, log_lsup + math.log(k) - logZ - math.log(rule.rtol)))
         for i in np.nonzero(T_need > rule.box_half_width)[0]:
-            run(np.array([i]), min(float(T_need[i]) + 0.5, 38.0))
+            run(np.array([i]), min(float(T_need[i]) + 0.5, _BOX_T_MAX))
         return out[0], out[1], out[2], err
 
     def _adaptive_1d(self, rule, S_RR, sd, common):
@@ -747,10 +747,17 @@ class GaussianNoiseChannel(_OrthantChannel):
         log_lsup = -0.5 * self.n_out * math.log(2 * math.pi * self.noise_variance)
         self.kernel.extra("{name}_adaptive")(
             *common, math.sqrt(S_RR[0, 0]), np.ascontiguousarray(self.breaks), gl_x, gl_w, sd,
-            float(rule.rtol), int(rule.min_level), int(rule.max_level), _ADAPTIVE_T0, log_lsup,
+            float(rule.rtol), int(rule.min_level), int(rule.max_level), _ADAPTIVE_T0,
+            _ADAPTIVE_T_MAX, log_lsup,
             logZ, mean, cov, err, level)
         return logZ, mean, cov, err
 
 
 #: initial half-width of the prior-whitened 1-D domain (grown per sample when needed)
 _ADAPTIVE_T0 = 8.0
+#: largest 1-D half-width: an output whose posterior sits T prior standard deviations
+#: out has Z_out ~ e^{-T^2/2}; the weights are kept in logs, so only the resolution
+#: (2^max_level panels) limits T -- beyond it the sample reports its error and warns
+_ADAPTIVE_T_MAX = 200.0
+#: largest half-width of the |R| >= 2 box (its node count grows like T^|R|)
+_BOX_T_MAX = 38.0
