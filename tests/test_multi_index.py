@@ -260,14 +260,21 @@ _POINT = dict(omega=st.tuples(st.floats(-2, 2), st.floats(-2, 2)), vpar=_V,
               noise=st.floats(-2.5, 2.5))
 
 
-def _accept(model, delta, omega, vpar, z_std, noise):
+def _accept(model, delta, omega, vpar, z_std, noise, *, budget_may_end=False):
     """The default configuration at a drawn point: g_out, dg_out within ACCEPT of the
-    reference, no NaN, and the channel reports that it met its own tolerance."""
+    reference, no NaN, and the channel reports that it met its own tolerance -- or, where
+    its node budget may end first (``budget_may_end``), says so by a warning."""
     y, om, V = _draw_point(model, omega, vpar, z_std, noise, delta)
     ch = model.channel(delta)
-    eg, edg = _compare(ch, y, om, V)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        eg, edg = _compare(ch, y, om, V)
     assert eg <= ACCEPT and edg <= ACCEPT, (model.name, eg, edg)
-    assert ch.last_accuracy.converged, ch.last_accuracy
+    missed = [w for w in caught if "missed the tolerance" in str(w.message)]
+    if budget_may_end and not ch.last_accuracy.converged:
+        assert missed, ch.last_accuracy
+    else:
+        assert ch.last_accuracy.converged and not missed, ch.last_accuracy
 
 
 @pytest.mark.parametrize("delta", [0.5, 0.1])
@@ -298,8 +305,9 @@ def test_affine_with_jump_against_quadrature(models, omega, vpar, z_std, noise):
 def test_two_residual_dimensions_against_quadrature(models, omega, vpar, z_std, noise):
     """tanh(z1 z2) + noise (nothing affine, not discrete): composite Gauss-Legendre box
     refined to rtol in 2-D (~1e5 nodes per sample: poles of tanh near the real axis
-    for large |z1|)."""
-    _accept(models["tanhprod"], 0.2, omega, vpar, z_std, noise)
+    for large |z1|).  Its node budget (3e5) can end before rtol 1e-10: measured 3.7e-10
+    at omega = 0, V = I; then it must warn, and still meet ACCEPT."""
+    _accept(models["tanhprod"], 0.2, omega, vpar, z_std, noise, budget_may_end=True)
 
 
 #: standard-normal draws away from 0: sign(0) = 0 is an output of probability zero
