@@ -269,8 +269,15 @@ def {name}_posterior(Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu, 
                                     Xall, tout, Tw, Ew, X, dv, u, H, g, xt)
                 if val == -math.inf:
                     continue
-                # covariance inflate^2 inv(-H)
-                Cov = numpy.linalg.inv(-H) * (inflate * inflate)
+                # covariance inflate^2 inv(-H + prior precision): a peak component is never
+                # wider than the marginal of u (a flat direction of the log integrand at
+                # its maximum would otherwise spread the rule far beyond the mass)
+                Prec = -H.copy()
+                for a in range(pf):
+                    for b in range(pf):
+                        for m in range(M):
+                            Prec[a * M + m, b * M + m] += Vuu_inv[a, b]
+                Cov = numpy.linalg.inv(Prec) * (inflate * inflate)
                 Cov = 0.5 * (Cov + Cov.T)
                 dup = False
                 for c in range(1, ncomp):
@@ -285,11 +292,9 @@ def {name}_posterior(Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu, 
                 L = numpy.linalg.cholesky(Cov)
                 cm[ncomp] = x
                 cL[ncomp] = L
-                ld = 0.0
-                for i in range(dfree):
-                    ld += math.log(L[i, i])
                 # Laplace mass of the peak: exp(val) sqrt(det(2 pi inv(-H)))
-                cw[ncomp] = val + ld - dfree * math.log(inflate) + 0.5 * dfree * math.log(2 * math.pi)
+                sgn, ldH = numpy.linalg.slogdet(-H)
+                cw[ncomp] = val - 0.5 * ldH + 0.5 * dfree * math.log(2 * math.pi)
                 ncomp += 1
         # mixture weights: prior_weight on component 0 when peaks exist
         if ncomp == 1:
