@@ -186,6 +186,64 @@ def {name}_newton(x, s, hstep, Ebr, lwb, valid, omega, pars, free_rows, solved_r
 
 
 @numba.njit(cache=True, parallel=True)
+def {name}_posterior_prior(Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu, Vuu_inv,
+                           logdet_Vuu, Bm, Cinv, logdetC, tn, tw, out_logZ, out_mean, out_cov):
+    """Component 0 only: the rule over the Gaussian marginal of u (no peak search)."""
+    n = omega.shape[0]
+    P = omega.shape[1]
+    M = omega.shape[2]
+    pf = free_rows.shape[0]
+    r = solved_rows.shape[0]
+    K = Ebr.shape[1]
+    Kn = tn.shape[0]
+    dfree = pf * M
+    d = P * M
+    log_norm0 = -0.5 * M * (logdet_Vuu + pf * math.log(2.0 * math.pi))
+    for s in numba.prange(n):
+        lk = numpy.empty(K)
+        Xall = numpy.zeros((K, M, r))
+        tout = numpy.empty(M * M)
+        Tw = numpy.empty((M, M))
+        Ew = numpy.empty((M, r))
+        X = numpy.empty((M, r))
+        dv = numpy.empty(r)
+        u = numpy.zeros((max(pf, 1), M))
+        logw = numpy.empty(Kn * K)
+        zs = numpy.empty((Kn * K, d))
+        cnt = 0
+        for j in range(Kn):
+            for m in range(M):
+                for a in range(pf):
+                    acc = omega[s, free_rows[a], m]
+                    for b in range(a + 1):
+                        acc += Luu[a, b] * tn[j, b * M + m]
+                    u[a, m] = acc
+            # the log prior density of u is part of lk; the rule integrates against it
+            lprior = log_norm0
+            for m in range(M):
+                for a in range(pf):
+                    for b in range(pf):
+                        lprior -= 0.5 * (u[a, m] - omega[s, free_rows[a], m]) * Vuu_inv[a, b] * (
+                            u[b, m] - omega[s, free_rows[b], m])
+            tot = {name}_logterms(u, s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows,
+                                  Vuu_inv, logdet_Vuu, Bm, Cinv, logdetC, lk, Xall, tout, Tw,
+                                  Ew, X, dv)
+            if tot == -math.inf:
+                continue
+            for k in range(K):
+                if lk[k] == -math.inf:
+                    continue
+                logw[cnt] = math.log(tw[j]) + lk[k] - lprior
+                for m in range(M):
+                    for a in range(pf):
+                        zs[cnt, free_rows[a] * M + m] = u[a, m]
+                    for q in range(r):
+                        zs[cnt, solved_rows[q] * M + m] = Xall[k, m, q]
+                cnt += 1
+        out_logZ[s] = symtheory.core._moments_nb.weighted_moments(logw, zs, cnt, out_mean[s], out_cov[s])
+
+
+@numba.njit(cache=True, parallel=True)
 def {name}_posterior(Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu, Vuu_inv,
                      logdet_Vuu, Bm, Cinv, logdetC, starts, tn, tw, max_peaks, inflate,
                      prior_weight, hstep, out_logZ, out_mean, out_cov, out_peaks):

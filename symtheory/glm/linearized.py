@@ -337,13 +337,18 @@ class ReducedPosterior:
         mean = np.empty((n, P * M))
         cov = np.empty((n, P * M, P * M))
         peaks = np.zeros(n, dtype=np.int64)
-        drive = self.mixing_kernel.extra("{name}_posterior")
-        drive(Ebr, lw, valid, omega, self.pars, np.array(free, dtype=np.int64),
-              np.array(solved, dtype=np.int64), np.ascontiguousarray(Luu),
-              np.ascontiguousarray(Vuu_inv), logdet_Vuu, np.ascontiguousarray(B),
-              np.ascontiguousarray(Cinv), logdetC, np.ascontiguousarray(starts, dtype=float),
-              tn, tw, int(max_peaks if dfree else 0), float(inflate), float(prior_weight),
-              1e-4, logZ, mean, cov, peaks)
+        common = (Ebr, lw, valid, omega, self.pars, np.array(free, dtype=np.int64),
+                  np.array(solved, dtype=np.int64), np.ascontiguousarray(Luu),
+                  np.ascontiguousarray(Vuu_inv), logdet_Vuu, np.ascontiguousarray(B),
+                  np.ascontiguousarray(Cinv), logdetC)
+        if max_peaks and dfree:
+            # separate driver: Numba compiles the Newton search only when it is used
+            drive = self.mixing_kernel.extra("{name}_posterior")
+            drive(*common, np.ascontiguousarray(starts, dtype=float), tn, tw, int(max_peaks),
+                  float(inflate), float(prior_weight), 1e-4, logZ, mean, cov, peaks)
+        else:
+            drive = self.mixing_kernel.extra("{name}_posterior_prior")
+            drive(*common, tn, tw, logZ, mean, cov)
         return logZ, mean.reshape(n, P, M), cov, peaks
 
     # ------------------------------------------------------------------ prior grid
@@ -1111,7 +1116,9 @@ def _weak_recovery_precision(model, method, noise_variance, digits, prior, t0):
     guard = 10
     out = {}
     for tag, dps in (("value", digits + guard), ("check", 2 * digits + guard)):
-        n_gh = 4 + dps // 4
+        # Gauss-Hermite nodes per axis (constant mixing): different in the two runs, so
+        # their agreement also confirms the outer rule (exact for polynomial integrands)
+        n_gh = 4 + digits // 6 + (4 if tag == "check" else 0)
         Td, Fd = _mp_operator(model, method, noise_variance, dps, n_gh)
         with mpmath.workdps(dps):
             first_max = max(abs(v) for v in Fd.values())
@@ -1168,18 +1175,22 @@ class StaircaseMap:
     preimages of ``u -> T(u)^{-1} E`` with widths ``~ sqrt(v)`` (smi.md 10.2), and the
     30-node Gauss-Hermite rule over the prior of ``u`` is off by ~10% in ``E||g_s||^2``
     at ``q = 0.995``.  The default rule follows that width: the trapezoid rule on
-    ``|u| <= width`` with ``n = max(41, ceil(nodes_per_sd / sqrt(v)))`` (odd) nodes per axis
-    (spectrally accurate once the spacing resolves the peaks).  Measured against a
-    brute-force 601^2 grid (agreeing with 301^2 to 1e-10), 100 samples, c = 1: relative
-    error of the means of ``K_11`` / ``E||g_2||^2`` -- 41^2: 1e-4 / 6e-6 at q = 0.97;
-    101^2: 5e-4 / 2e-5 at q = 0.995; Gauss-Hermite 30^2: 2e-2 / 2e-3 (q = 0.95),
-    6e-2 / 7e-3 (0.985), 3e-3 / 1.1e-1 (0.995).  ``max_peaks > 0`` selects the
-    peak-following mixture rule of :mod:`._posterior_rules` instead (Gauss-Hermite
+    ``|u| <= width`` with spacing ``sqrt(v) / nodes_per_sd``, i.e.
+    ``n = max(41, ceil(2 width nodes_per_sd / sqrt(v)))`` (odd) nodes per axis; the
+    trapezoid error of a Gaussian peak of standard deviation ``s`` at spacing ``h`` is
+    ``~ exp(-2 pi^2 s^2 / h^2)``.  Measured per sample against a brute-force 601^2 grid
+    on ``[-7, 7]^2`` (agreeing with 301^2 to 2e-8), 16 samples, c = 1, largest relative
+    error of ``K_11`` / ``||g_2||^2``: spacing ``1.86 sqrt(v)`` (n = 41 at q = 0.95,
+    99 at 0.995): 2e-3 / 4e-3 at 0.95, 3e-3 / 2e-2 at 0.995; spacing
+    ``sqrt(v) / 1.5`` (the default; n = 89, 161, 277): <= 6e-7 at q = 0.95, 0.985,
+    0.995.  Gauss-Hermite 30^2 over the prior: 6e-2 / 0.14 (q = 0.95), 0.23 / 5.7
+    (0.985), 0.23 / 330 (0.995).
+    ``max_peaks > 0`` selects the peak-following mixture rule of :mod:`._posterior_rules` instead (Gauss-Hermite
     around Newton-located maxima; 0.3-0.9% bias at these points -- kept as an option).
     """
 
     def __init__(self, model, learned_row, *, samples=4096, batches=8, seed=0, rule=None,
-                 max_peaks=0, prior=None, nodes_per_sd=7.0, width=6.5):
+                 max_peaks=0, prior=None, nodes_per_sd=1.5, width=6.5):
         from scipy.stats import norm, qmc
 
         self.model = model
@@ -1232,7 +1243,7 @@ class StaircaseMap:
         if self.fixed_rule is not None:
             r = self.fixed_rule
             return TensorRule(r.kind, max(4, int(round(scale * r.n))), r.width)
-        n = max(41, int(math.ceil(self.nodes_per_sd / math.sqrt(1.0 - q))))
+        n = max(41, int(math.ceil(2.0 * self.width * self.nodes_per_sd / math.sqrt(1.0 - q))))
         n = int(round(scale * n)) | 1
         return TensorRule("uniform", n, self.width)
 
@@ -1310,7 +1321,7 @@ class StaircaseMap:
 def staircase(model, *, learned_row=None, samples=4096, batches=8, seed=0, rule=None,
               max_peaks=0, prior=None, q_grid=(0.5, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995,
                                                0.998),
-              xtol=1e-3, nodes_per_sd=7.0):
+              xtol=1e-3, nodes_per_sd=1.5):
     """Grand-staircase threshold (smi.md 8.4, Eqs. 17-18) of the rows not learned first.
 
     ``learned_row``: the row learned at the weak-recovery threshold (default: from

@@ -85,8 +85,10 @@ def cmd_threshold(args) -> int:
                             "seconds")}
     for r in results:
         if precision is not None and r.digits_confirmed is not None:
-            cols["alpha"].append(mpmath.nstr(mpmath.mpf(r.alpha), precision, min_fixed=-5,
-                                             max_fixed=5) if r.alpha else "0")
+            # convert inside workdps: mpf() at the default 15 digits would round alpha
+            with mpmath.workdps(2 * precision + 10):
+                cols["alpha"].append(mpmath.nstr(mpmath.mpf(r.alpha), precision, min_fixed=-5,
+                                                 max_fixed=5) if r.alpha else "0")
         else:
             cols["alpha"].append(float(r.alpha))
         cols["kind"].append(r.kind)
