@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from symtheory import bsr
 from symtheory.bsr import model as M
-from symtheory.bsr.theory import ALPHA_PR_TOL, free_entropy, low_rank_point, rie_denoise
+from symtheory.bsr.theory import ALPHA_PR_RTOL, free_entropy, low_rank_point, rie_denoise
 from symtheory.core.validate import ParameterError
 
 ATOL_REF = 1e-5  # bsr.md 16: generic reference rows are accurate to < 7e-6
@@ -112,7 +112,7 @@ def test_mmse_in_unit_interval_nonincreasing_and_below_ridge(p):
     assert np.all(m <= tab["ridge_mse"] + 1e-12)
     assert all(tab.columns["converged"])
     if delta == 0:
-        apr = bsr.alpha_pr(beta, rho) - ALPHA_PR_TOL  # bsr.md 4.5: alpha_PR - 1e-12 counts as above
+        apr = bsr.alpha_pr(beta, rho) * (1 - ALPHA_PR_RTOL)  # rounding counts as above (bsr.md 4.5)
         assert np.all(m[alphas >= apr] == 0)
         assert np.all(m[(alphas < apr) & (alphas > 0)] > 0)
 
@@ -236,7 +236,8 @@ def test_rie_denoiser_empirical_error_matches_mmse():
     est = rie_denoise(R, Dv, r / d)
     emp = np.mean((est - S) ** 2)
     assert abs(emp - bsr.mmse_rie(2.0, 0.2, Dv)) < 5e-3
-    est_t = rie_denoise(R.T, Dv, r / d)  # orientation does not matter
+    # the transposed matrix is the beta = 1/2 problem, rho = r/(its row count) = r/L
+    est_t = rie_denoise(R.T, Dv, r / L)
     np.testing.assert_allclose(est_t, est.T, atol=1e-10)
 
 

@@ -1,5 +1,8 @@
 """Teacher-student data for BSR (bsr.md 1).
 
+Sizes from ``(d, beta = L/d, rho = r/d, alpha = n/(dL))`` -- ``rho`` is relative to the
+token dimension ``d`` for every ``beta``, the convention of the theory (``beta < 1``
+is the transposed problem ``(1/beta, rho/beta)``, bsr.md 14.1).
 ``S* = U V^T / sqrt(r)`` (``U`` d x r, ``V`` L x r, i.i.d. N(0, 1)), tokens ``X_mu`` with
 i.i.d. N(0, 1) entries and labels ``y_mu = <X_mu, S*>/sqrt(dL) + sqrt(Delta) xi_mu``.
 ``X_mu`` is stored as a ``d x L`` array aligned with ``S*`` (the transpose of the
@@ -44,7 +47,8 @@ class BSRData:
 
     @property
     def rho(self) -> float:
-        return self.r / min(self.d, self.L)
+        """``r/d`` (package convention, any ``beta``; docs/theory/README.md)."""
+        return self.r / self.d
 
     def X(self, mu: int) -> np.ndarray:
         """Token matrix of sample ``mu`` (d x L)."""
@@ -52,8 +56,9 @@ class BSRData:
 
 
 def sizes(d, beta, rho, alpha):
-    """Integer sizes ``(L, r, n)`` for ``L = round(beta d)``, ``r = round(rho min(d, L))``,
-    ``n = round(alpha d L)``."""
+    """Integer sizes ``(L, r, n)`` for ``L = round(beta d)``, ``r = round(rho d)``,
+    ``n = round(alpha d L)`` (``rho = r/d`` for every ``beta``; ``r > min(d, L)`` is a
+    full-rank teacher, allowed)."""
     d = validate.integer("d", d, low=1)
     beta = validate.real("beta", beta, low=0, low_open=True)
     rho = validate.real("rho", rho, low=0, low_open=True)
@@ -61,9 +66,9 @@ def sizes(d, beta, rho, alpha):
     L = int(round(beta * d))
     if L < 1:
         raise validate.ParameterError(f"beta*d = {beta * d:g} gives no token (need L >= 1)")
-    r = int(round(rho * min(d, L)))
+    r = int(round(rho * d))
     if r < 1:
-        raise validate.ParameterError(f"rho*min(d, L) = {rho * min(d, L):g} gives rank 0 (need r >= 1)")
+        raise validate.ParameterError(f"rho*d = {rho * d:g} gives rank 0 (need r = round(rho d) >= 1)")
     n = int(round(alpha * d * L))
     return L, r, n
 

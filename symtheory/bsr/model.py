@@ -62,6 +62,45 @@ def rie_denoiser():
     return x - 2 * D / t * ((t**2 - 1) / (2 * x) + H)
 
 
+def quadratic_coefficients(expr, var):
+    """``(a, b, c)`` with ``expr = a var^2 + b var + c`` (each factored); refuses other degrees.
+
+    The numeric side solves such quadratics with the cancellation-free formula
+    (:func:`symtheory.bsr.theory.quadratic_roots`) instead of a printed ``sqrt`` root,
+    which SymPy tends to write in a form that cancels catastrophically.
+    """
+    poly = sp.Poly(sp.expand(expr), var)
+    if poly.degree() != 2:
+        raise ValueError(f"expected a quadratic in {var}, got degree {poly.degree()}")
+    return tuple(sp.factor(c) for c in poly.all_coeffs())
+
+
+@cached_derivation(freeprob)
+def law_moments():
+    """Mass and second moment of the symmetrized law (large-z expansion of ``P``):
+    exact values against which a computed density is checked (bsr.md 3.2 uses
+    ``int mu = 1`` and ``beta^(-1/2) int x^2 mu = 1 + D``)."""
+    law = observation_law()
+    moments = freeprob.large_z_moments(law["P"], law["G"], law["z"], 2)
+    return sp.simplify(moments[0]), sp.simplify(moments[2])
+
+
+@cached_derivation(freeprob)
+def origin_slope():
+    """``int mu/x^2 = -G'(0)`` in closed form (the first integral of bsr.md 3.2).
+
+    For ``beta > 1`` the support of ``mu`` avoids 0 and ``G(z) = g z + O(z^3)`` near
+    ``z = 0`` with ``g = G'(0) = -int mu/x^2``.  Substituting ``G = g z`` in ``P(G, z)``,
+    the lowest order in ``z`` is a quadratic in ``g`` whose roots have product
+    ``< 0``: ``g`` is its negative root.  Returns ``{"g": symbol, "quadratic": (a, b, c)}``.
+    """
+    law = observation_law()
+    g = sp.Symbol("g")
+    e = sp.Poly(sp.expand(law["P"].subs(law["G"], g * law["z"])), law["z"])
+    lowest = min(m[0] for m in e.monoms())
+    return {"g": g, "quadratic": quadratic_coefficients(e.coeff_monomial(law["z"] ** lowest), g)}
+
+
 @cached_derivation(freeprob, functionals)
 def rie_mmse():
     """``mmse_RIE(beta, rho, D) = 1 - beta^(-1/2) int xi(x)^2 mu(x) dx`` reduced by the
@@ -84,6 +123,16 @@ def alpha_pr_formula():
     d = sp.Symbol("d", positive=True)
     r, L = rho * d, t**2 * d
     return sp.simplify(r * (d + L - r) / (d * L))
+
+
+@cached_derivation(priors)
+def ridge_quadratic():
+    """The ridge fixed point ``m = 1 - F(alpha/(Delta + m))`` (bsr.md 8) as a quadratic
+    ``(a, b, c)`` in ``m``; the error is its largest root (``max(0, 1 - alpha)`` at
+    ``Delta = 0``)."""
+    m = sp.Symbol("m", positive=True)
+    F = priors.gaussian_overlap_map(alpha / (delta + m))
+    return quadratic_coefficients(sp.numer(sp.together(m - (1 - F))), m)
 
 
 @cached_derivation()
@@ -135,10 +184,21 @@ def beta_infinity():
         raise RuntimeError("beta->infinity: could not select the Stieltjes branch")
     m0 = sp.simplify(phys[0].subs(u, 0))
     mmse_inf = sp.simplify(D - D**2 * m0)
+    # y = 1 - D m~(0) = E[kappa/(kappa + D)], mmse_inf = D y: the quadratic for y has
+    # no cancellation at any D (its physical root is the smaller one; checked in tests)
+    y = sp.Symbol("y")
+    y_relation = sp.numer(sp.together(rel.subs(u, 0).subs(mt, (1 - y) / D)))
+    y_quadratic = quadratic_coefficients(y_relation, y)
+    # as D -> 0 the roots tend to 1 and rho: the dependence on D is then in the last
+    # digits of the coefficients; around each limit the shifted quadratic keeps it
+    y_roots0 = sp.solve(y_relation.subs(D, 0), y)
+    shifted = {r0: quadratic_coefficients(sp.expand(y_relation.subs(y, r0 + y)), y)
+               for r0 in y_roots0}
     # noiseless fixed point v = mmse_inf(v/alpha)
     sols = sp.solve(sp.Eq(v, mmse_inf.subs(D, v / alpha)), v)
     noiseless = [sp.factor(s) for s in sols if s != 0]
-    return {"relation": rel, "m0": m0, "mmse": mmse_inf, "noiseless": noiseless}
+    return {"relation": rel, "m0": m0, "mmse": mmse_inf, "noiseless": noiseless,
+            "y": y, "y_quadratic": y_quadratic, "y_shifted": shifted}
 
 
 @cached_derivation(priors)

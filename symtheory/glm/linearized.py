@@ -63,7 +63,8 @@ from ..core.validate import ParameterError
 from ._posterior_rules import TEMPLATE as _POSTERIOR_TEMPLATE
 from .priors import GaussianPrior
 
-GOLDEN = 0.6180339887498949
+#: golden-section ratio (sqrt(5) - 1)/2 for the bracketing search
+GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 # ---------------------------------------------------------------------- linear algebra
