@@ -7,7 +7,6 @@ where they are set.
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -27,7 +26,7 @@ from symtheory.glm.linearized import (ReducedPosterior, StaircaseMap, operator_m
                                       prior_jacobian, staircase, sym_basis, top_eigen,
                                       weak_recovery)
 from symtheory.smi import deep_attention, outer_product
-from symtheory.smi.thresholds_cli import register_threshold, sign_product
+from symtheory.smi.thresholds_cli import sign_product
 
 
 def separable_squares(M):
@@ -328,16 +327,11 @@ def test_staircase_alpha2_c1():
 
 # ------------------------------------------------------------------ command line
 def _cli(argv, capsys):
-    from symtheory.core.validate import ParameterError as PE
+    """``symtheory smi threshold ...`` through the real entry point (exit status 2 and a
+    message naming the option on bad input)."""
+    from symtheory.cli import main
 
-    p = argparse.ArgumentParser()
-    sub = p.add_subparsers(dest="task", required=True)
-    register_threshold(sub)
-    args = p.parse_args(["threshold"] + argv)
-    try:
-        code = args.func(args)
-    except PE as exc:
-        return 2, "", str(exc)
+    code = main(["smi", "threshold"] + argv)
     out = capsys.readouterr()
     return code, out.out, out.err
 
@@ -351,18 +345,54 @@ def test_cli_rows_and_columns(capsys):
     code, out, _ = _cli(["--model", "sign-product", "--precision", "20", "--format", "json"], capsys)
     assert code == 0
     row = json.loads(out)["rows"][0]
-    assert row["alpha"].startswith("2.4674011002723396547") and row["digits_confirmed"] >= 20
+    # pi^2/4 = 2.46740110027233965470862...: 20 significant digits, not a float's 16
+    assert row["alpha"] == "2.4674011002723396547" and row["digits_confirmed"] >= 20
     code, out, _ = _cli(["--model", "phase-retrieval", "--delta", "0.01"], capsys)
     assert float(next(csv.DictReader(io.StringIO(out)))["alpha"]) == pytest.approx(0.50209472370, abs=1e-10)
 
 
+def test_cli_model_file(tmp_path, capsys):
+    """--model-file: the documented example (phase retrieval y = z^2) gives 1/2."""
+    from symtheory.smi.model_file import EXAMPLE
+
+    path = tmp_path / "pr.py"
+    path.write_text(EXAMPLE)
+    code, out, _ = _cli(["--model-file", str(path)], capsys)
+    assert code == 0
+    assert float(next(csv.DictReader(io.StringIO(out)))["alpha"]) == pytest.approx(0.5, rel=1e-12)
+
+
+def test_public_facade():
+    import symtheory.thresholds as th
+
+    assert th.weak_recovery is weak_recovery and th.staircase is staircase
+
+
 @pytest.mark.parametrize("argv,needle", [
-    (["--model", "phase-retrieval", "--delta", "-1"], "delta"),
-    (["--model", "nope"], "model"),
-    (["--model", "sign-product", "--precision", "0"], "precision"),
-    (["--model", "attention", "--precision", "10", "--weak-only"], "precision"),
-    (["--model", "outer-product", "--format", "xml"], "format"),
+    (["--model", "phase-retrieval", "--delta", "-1"], "--delta must be in [0, inf)"),
+    (["--model", "nope"], "--model"),
+    (["--model", "sign-product", "--precision", "0"], "--precision must be an integer in [1, 200]"),
+    (["--model", "attention", "--precision", "10", "--weak-only"], "--precision applies to"),
+    (["--model", "outer-product", "--format", "xml"], "--format"),
+    (["--model", "outer-product", "--skip", "2"], "--skip applies only to --model attention"),
+    (["--model", "attention", "--depth", "3"], "--depth must be 2 for the staircase"),
+    (["--model", "attention", "--skip", "0"], "--skip must be in (0, inf)"),
+    (["--model", "attention", "--staircase-samples", "10"], "--staircase-samples"),
 ])
 def test_cli_bad_input_names_the_parameter(argv, needle, capsys):
-    code, _, err = _cli(argv, capsys)
+    code, out, err = _cli(argv, capsys)
+    assert code == 2 and needle in err and out == ""
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--skip-grid", "0", "1", "3"], "--skip-grid START must be in (0, inf)"),
+    (["--skip-grid", "0.5", "1", "0"], "--skip-grid NUM must be an integer in [1, 200]"),
+    (["--skip-grid", "0.5", "nan", "3"], "--skip-grid STOP"),
+    (["--skip-grid", "0.5", "1"], "--skip-grid"),
+])
+def test_phase_diagram_bad_input(argv, needle, capsys):
+    from symtheory.cli import main
+
+    code = main(["smi", "phase-diagram"] + argv)
+    err = capsys.readouterr().err
     assert code == 2 and needle in err

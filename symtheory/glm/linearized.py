@@ -1322,7 +1322,7 @@ class StaircaseMap:
 def staircase(model, *, learned_row=None, samples=4096, batches=8, seed=0, rule=None,
               max_peaks=0, prior=None, q_grid=(0.5, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995,
                                                0.998),
-              xtol=1e-3, nodes_per_sd=1.5):
+              xtol=1e-3, nodes_per_sd=1.0):
     """Grand-staircase threshold (smi.md 8.4, Eqs. 17-18) of the rows not learned first.
 
     ``learned_row``: the row learned at the weak-recovery threshold (default: from
@@ -1336,7 +1336,12 @@ def staircase(model, *, learned_row=None, samples=4096, batches=8, seed=0, rule=
     G'(q*))`` (batch means: robust to the heavy-tailed per-sample values) plus the
     change when the inner rule is coarsened to 3/4 of its nodes per axis (an upper
     estimate of the quadrature error).  The SE stability of the branch is checked:
-    ``alpha(q)`` must increase over the scanned grid and at ``q*``."""
+    ``alpha(q)`` must increase over the scanned grid and at ``q*``.
+
+    ``nodes_per_sd = 1`` (spacing ``sqrt(1 - q*)``, 2.25x fewer nodes than the accuracy
+    default of :class:`StaircaseMap`): its quadrature error, ~1e-4 per sample at worst and
+    measured by the coarsened rule as part of the error bar, stays far below the
+    statistical error that sets the cost (1.5e-6 vs 1.2e-2 at c = 1 with 1024 samples)."""
     t0 = time.perf_counter()
     if model.reduction is None:
         raise ParameterError("the staircase needs a noiseless link with a DeterministicReduction")

@@ -400,3 +400,7 @@ def register(sub) -> None:
                     default=0.0, help="side-information strength lambda, in [0, inf) (default 0)")
     add_output(gp, plot="cosine similarity per index row vs iteration")
     gp.set_defaults(func=cmd_gamp)
+
+    from .thresholds_cli import register_threshold
+
+    register_threshold(ssub)      # smi threshold, smi phase-diagram

@@ -1,29 +1,47 @@
-"""``symtheory smi threshold``: weak-recovery and grand-staircase thresholds (smi.md 7-8).
+"""``symtheory smi threshold`` and ``symtheory smi phase-diagram`` (smi.md 7-8, 10.4).
 
-One row per threshold, columns ``kind`` (weak | staircase), ``alpha``, ``error``,
-``method``, ``digits_confirmed`` (with ``--precision``), ``subspace``, ``seconds``.
-Models: ``attention`` (``--depth --seq-len --skip --beta``; weak recovery and, for two
-layers, the staircase of the first layer), ``phase-retrieval`` (``y = z^2 + sqrt(delta)
-xi``, ``--delta`` >= 0), ``outer-product`` (``y = z z^T``, ``--seq-len``),
-``sign-product`` (``y = sign(z1 z2) + sqrt(delta) xi``).  The computation itself is
-generic (:mod:`symtheory.glm.linearized`); this module only declares the models.
+``threshold``: one row per threshold, columns ``kind`` (weak | staircase), ``alpha``,
+``error``, ``method``, ``digits_confirmed`` (with ``--precision``), ``subspace``,
+``seconds``.  Models: ``attention`` (``--depth --seq-len --skip --inv-temp``; weak
+recovery and, for two layers, the staircase of the first layer), ``phase-retrieval``
+(``y = z^2 + sqrt(delta) xi``, ``--delta`` >= 0), ``outer-product`` (``y = z z^T``,
+``--seq-len``), ``sign-product`` (``y = sign(z1 z2) + sqrt(delta) xi``) or a model declared
+in a Python file (``--model-file``).  The computation itself is generic
+(:mod:`symtheory.glm.linearized`); this module only declares the models.
 
-Register with ``register_threshold(smi_subparsers)``.
+``phase-diagram``: ``alpha_1(c)`` and ``alpha_2(c)`` of the two-layer softmax attention over
+a grid of skip strengths, with the bound ``1/(M(M+1))`` and the published
+``alpha_critical.csv`` points for comparison.
+
+The parser imports nothing heavy; register with ``register_threshold(smi_subparsers)``.
 """
 from __future__ import annotations
 
-import sympy as sp
-
-from ..core import validate
-from ..core.cli_common import check_format, emit, num
-from ..core.table import Table
+from ..core.cli_common import add_output, add_seed, describe, emit, int_arg, real_arg
 from ..core.validate import ParameterError
 
 MODELS = ("attention", "phase-retrieval", "outer-product", "sign-product")
+#: options that shape a shipped model, and the models they apply to
+MODEL_SHAPE = {"depth": ("attention",), "seq_len": ("attention", "outer-product"),
+               "skip": ("attention",), "inv_temp": ("attention",),
+               "delta": ("phase-retrieval", "sign-product")}
+SHAPE_DEFAULTS = {"depth": 2, "seq_len": 2, "skip": 1.0, "inv_temp": 1.0, "delta": 0.0}
+MAX_PRECISION = 200
+
+DEFINITION = ("alpha_c = 1/lambda_max of the linearized SE at the trivial point (smi.md 8.1-8.2, "
+              "Eqs. 15-16); staircase: the alpha at which the fixed point on the learned rows "
+              "becomes unstable along the other rows (smi.md 8.4, Eqs. 17-18); alpha = n/d per "
+              "token dimension; error = estimated absolute error of alpha (two resolutions for "
+              "quadrature, batch means for randomized QMC / Monte Carlo).")
+
+#: published phase diagram (smi.md 10.4): columns named by layer, alpha2 = paper's alpha_1
+PUBLISHED = "alpha_critical.csv"
 
 
 def sign_product():
     """``y = sign(z1 z2)`` (P = 2, M = 1; smi.md 13.4): ``alpha_c = pi^2/4``."""
+    import sympy as sp
+
     from ..glm.multi_index import MultiIndexModel
 
     Z = sp.Matrix(2, 1, lambda a, m: sp.Symbol(f"z{a}_{m}", real=True))
@@ -32,24 +50,38 @@ def sign_product():
 
 
 def build_threshold_model(args):
-    """``(model, noise_variance)`` from the command-line options."""
-    from .attention import deep_attention
-    from .closed_form import outer_product
+    """``(model, noise_variance)`` from the command-line options; options that do not
+    apply to the chosen model are refused by name."""
+    given = [k for k in MODEL_SHAPE if getattr(args, k, None) is not None]
+    if args.model_file is not None:
+        bad = [k for k in given if k != "delta"]
+        if bad:
+            raise ParameterError(f"--{bad[0].replace('_', '-')} does not apply to --model-file "
+                                 "(declare the model's shape in the file)")
+        from .model_file import load_model
 
-    delta = validate.real("delta", args.delta, low=0.0)
-    if args.model == "attention":
-        if delta:
-            raise ParameterError("delta must be 0 for the attention model (noiseless channel)")
-        return deep_attention(args.depth, args.seq_len, 1, args.skip, args.beta, "softmax"), None
-    if args.model == "phase-retrieval":
-        return outer_product(1), (delta or None)
-    if args.model == "outer-product":
-        if delta:
-            raise ParameterError("delta must be 0 for the outer-product model")
-        return outer_product(args.seq_len), None
-    if args.model == "sign-product":
-        return sign_product(), (delta or None)
-    raise ParameterError(f"model must be one of {', '.join(MODELS)}, got {args.model!r}")
+        return load_model(args.model_file), (args.delta or None)
+    name = args.model or "attention"
+    for k in given:
+        if name not in MODEL_SHAPE[k]:
+            raise ParameterError(f"--{k.replace('_', '-')} applies only to --model "
+                                 f"{' or '.join(MODEL_SHAPE[k])}, not {name}")
+    v = {k: SHAPE_DEFAULTS[k] if getattr(args, k, None) is None else getattr(args, k)
+         for k in MODEL_SHAPE}
+    if name == "attention":
+        from .attention import deep_attention
+
+        return deep_attention(v["depth"], v["seq_len"], 1, v["skip"], v["inv_temp"],
+                              "softmax"), None
+    if name == "outer-product":
+        from .closed_form import outer_product
+
+        return outer_product(v["seq_len"]), None
+    if name == "phase-retrieval":
+        from .closed_form import outer_product
+
+        return outer_product(1), (v["delta"] or None)
+    return sign_product(), (v["delta"] or None)
 
 
 def _subspace_label(G):
@@ -61,26 +93,30 @@ def _subspace_label(G):
 
 
 def cmd_threshold(args) -> int:
+    precision = args.precision
+    if precision is not None and args.model_file is None and (args.model or "attention") == "attention":
+        raise ParameterError("--precision applies to sign-product, phase-retrieval (delta > 0 or "
+                             "0) and outer-product (and model files with such links); the "
+                             "attention expectation is computed in float64")
+    want_stair = (args.model or "attention") == "attention" and args.model_file is None \
+        and not args.weak_only
+    depth = args.depth if args.depth is not None else SHAPE_DEFAULTS["depth"]
+    if want_stair and depth != 2:
+        raise ParameterError("--depth must be 2 for the staircase row (smi.md 8.4); give "
+                             "--weak-only for other depths")
+    model, noise = build_threshold_model(args)
+
     import mpmath
 
     from ..core.quadrature import TensorRule
+    from ..core.table import Table
     from ..glm.linearized import staircase, weak_recovery
 
-    check_format(args)
-    model, noise = build_threshold_model(args)
-    precision = None
-    if args.precision is not None:
-        precision = validate.integer("precision", args.precision, low=1)
-    nodes = validate.integer("quadrature-nodes", args.quadrature_nodes, low=4)
-    outer = validate.integer("outer-nodes", args.outer_nodes, low=4)
+    rule = TensorRule("gauss-hermite", args.quadrature_nodes)
     results = [weak_recovery(model, noise_variance=noise, precision=precision,
-                             outer_nodes=outer, rule=TensorRule("gauss-hermite", nodes))]
-    want_stair = args.model == "attention" and not args.weak_only
-    if want_stair and args.depth != 2:
-        raise ParameterError("the staircase row is available for depth 2; use --weak-only")
+                             outer_nodes=args.outer_nodes, rule=rule)]
     if want_stair:
-        samples = validate.integer("staircase-samples", args.staircase_samples, low=64)
-        results.append(staircase(model, samples=samples, seed=args.seed))
+        results.append(staircase(model, samples=args.staircase_samples, seed=args.seed))
     cols = {k: [] for k in ("kind", "alpha", "error", "method", "digits_confirmed", "subspace",
                             "seconds")}
     for r in results:
@@ -98,39 +134,188 @@ def cmd_threshold(args) -> int:
                                         else float(r.digits_confirmed))
         cols["subspace"].append(_subspace_label(r.subspace))
         cols["seconds"].append(round(r.seconds, 3))
-    meta = {"model": model.description, "noise_variance": noise or 0.0,
+    meta = {"model": model.description or model.name, "noise_variance": noise or 0.0,
             "precision": precision, "messages": [r.message for r in results],
-            "definition": "alpha_c = 1/lambda_max of the linearized SE (smi.md 8.1-8.2, Eq. 16); "
-                          "staircase: instability of the fixed point on the learned rows "
-                          "(smi.md 8.4, Eqs. 17-18); alpha = n/d per token dimension"}
-    stem = f"smi_threshold_{args.model}"
+            "definition": DEFINITION}
+    stem = f"smi_threshold_{args.model or 'model_file'}"
     return emit(Table(cols, meta), args, stem)
 
 
+# ----------------------------------------------------------------------- phase diagram
+def published_points():
+    """``(skip, layer-2 threshold, layer-1 threshold)`` rows of the published
+    ``alpha_critical.csv`` (smi.md 10.4: ``alpha2`` column = the paper's ``alpha_1``), or
+    ``[]`` when the reference file is not present (it ships with the tests)."""
+    import csv
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tests" / "reference" / "smi" / PUBLISHED
+    if not path.exists():
+        return []
+    with open(path) as fh:
+        rows = [(float(r["skip"]), float(r["alpha2"]), float(r["alpha1"]))
+                for r in csv.DictReader(fh)]
+    return sorted(rows)
+
+
+def phase_diagram(skips, *, seq_len=2, staircase_samples=4096, outer_nodes=48, inner_nodes=40,
+                  seed=0, with_staircase=True, progress=None):
+    """Columns ``skip, alpha_1, alpha_1_error, alpha_2, alpha_2_error, bound`` of the
+    two-layer softmax attention (``r = 1``): ``alpha_1`` the weak-recovery threshold (layer
+    2 learned first, smi.md 10.4), ``alpha_2`` the staircase threshold of layer 1
+    (smi.md 8.4), ``bound = 1/(M(M+1))`` (smi.md 8.3)."""
+    from ..core.quadrature import TensorRule
+    from ..glm.linearized import staircase, weak_recovery
+    from .attention import deep_attention
+
+    cols = {k: [] for k in ("skip", "alpha_1", "alpha_1_error", "alpha_2", "alpha_2_error",
+                            "bound", "staircase_converged")}
+    for c in skips:
+        model = deep_attention(2, seq_len, 1, float(c))
+        wr = weak_recovery(model, outer_nodes=outer_nodes, rule=TensorRule("gauss-hermite", inner_nodes))
+        cols["skip"].append(float(c))
+        cols["alpha_1"].append(float(wr.alpha))
+        cols["alpha_1_error"].append(float(wr.error))
+        cols["bound"].append(1.0 / (seq_len * (seq_len + 1)))
+        a2 = e2 = float("nan")
+        conv = False
+        if with_staircase:
+            try:
+                st = staircase(model, samples=staircase_samples, seed=seed, learned_row=1)
+                a2, e2, conv = float(st.alpha), float(st.error), bool(st.converged)
+            except ParameterError as exc:      # no instability on the scanned q grid
+                import warnings
+
+                warnings.warn(f"skip {c}: staircase not found ({exc})", RuntimeWarning)
+        cols["alpha_2"].append(a2)
+        cols["alpha_2_error"].append(e2)
+        cols["staircase_converged"].append(conv)
+        if progress is not None:
+            progress(c, wr, a2)
+    return cols
+
+
+def plot_phase_diagram(table, path):
+    """alpha_1(c), alpha_2(c) with error bars, the bound and the published points."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    c = np.array(table.columns["skip"])
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    ax.errorbar(c, table.columns["alpha_1"], yerr=table.columns["alpha_1_error"], fmt="o-",
+                ms=3, label=r"$\alpha_1$ (weak recovery, layer 2)")
+    a2 = np.array(table.columns["alpha_2"], dtype=float)
+    if np.isfinite(a2).any():
+        ax.errorbar(c, a2, yerr=table.columns["alpha_2_error"], fmt="s-", ms=3,
+                    label=r"$\alpha_2$ (staircase, layer 1)")
+    ax.plot(c, table.columns["bound"], "k--", lw=1, label=r"bound $1/(M(M+1))$")
+    pub = [p for p in published_points() if c.min() <= p[0] <= c.max()]
+    if pub:
+        pc, p1, p2 = (np.array(v) for v in zip(*pub))
+        ax.plot(pc, p1, "x", color="C0", alpha=0.6, label="published alpha_1 (csv alpha2)")
+        ax.plot(pc, p2, "+", color="C1", alpha=0.8, label="published alpha_2 (csv alpha1)")
+    ax.set_xscale("log")
+    ax.set_xlabel("skip strength c")
+    ax.set_ylabel(r"$\alpha = n/d$")
+    ax.set_title("two-layer softmax attention, M = 2, r = 1")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130, format="png")
+    plt.close(fig)
+
+
+def _skip_grid(args):
+    start, stop, num = args.skip_grid
+    from ..core import validate
+
+    start = validate.real("--skip-grid START", start, low=0.0, low_open=True)
+    stop = validate.real("--skip-grid STOP", stop, low=0.0, low_open=True)
+    num = validate.integer("--skip-grid NUM", num, low=1, high=200)
+    if num == 1:
+        return [start]
+    import numpy as np
+
+    return [float(v) for v in np.geomspace(start, stop, num)]
+
+
+def cmd_phase_diagram(args) -> int:
+    skips = _skip_grid(args)
+    import sys
+
+    from ..core.table import Table
+
+    def progress(c, wr, a2):
+        if not args.quiet:
+            print(f"skip {c:.4g}: alpha_1 = {wr.alpha:.6f} +- {wr.error:.1g}, alpha_2 = {a2:.4f}",
+                  file=sys.stderr, flush=True)
+
+    cols = phase_diagram(skips, seq_len=args.seq_len, staircase_samples=args.staircase_samples,
+                         outer_nodes=args.outer_nodes, inner_nodes=args.quadrature_nodes,
+                         seed=args.seed, with_staircase=not args.weak_only, progress=progress)
+    meta = {"definition": DEFINITION, "model": "two-layer tied softmax attention, r = 1",
+            "seq_len": args.seq_len, "skip_grid": list(args.skip_grid), "spacing": "geometric",
+            "staircase_samples": args.staircase_samples, "outer_nodes": args.outer_nodes,
+            "quadrature_nodes": args.quadrature_nodes, "seed": args.seed,
+            "published": f"tests/reference/smi/{PUBLISHED} (columns named by layer; smi.md 10.4)"}
+    return emit(Table(cols, meta), args, "smi_phase_diagram", plot=plot_phase_diagram)
+
+
+def _add_numerics(p) -> None:
+    p.add_argument("--outer-nodes", type=int_arg("--outer-nodes", low=4, high=400), default=48,
+                   help="observation-grid nodes per axis (attention), an integer in [4, 400] "
+                        "(default 48)")
+    p.add_argument("--quadrature-nodes", type=int_arg("--quadrature-nodes", low=4, high=200),
+                   default=40, help="Gauss-Hermite nodes per axis over the integrated indices, "
+                                    "an integer in [4, 200] (default 40)")
+    p.add_argument("--weak-only", action="store_true", help="skip the staircase (attention)")
+    p.add_argument("--staircase-samples", type=int_arg("--staircase-samples", low=64,
+                                                      high=10 ** 7),
+                   default=4096, help="randomized-QMC samples of the staircase map, an integer "
+                                      ">= 64 (default 4096)")
+    add_seed(p, help="random seed of the staircase samples, an integer >= 0")
+
+
 def register_threshold(smi_subparsers) -> None:
-    """Add ``symtheory smi threshold`` to the ``smi`` subparsers."""
+    """Add ``symtheory smi threshold`` and ``symtheory smi phase-diagram``."""
     p = smi_subparsers.add_parser(
         "threshold", help="weak-recovery and grand-staircase thresholds (linearized SE)",
-        description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="attention", help=f"one of {', '.join(MODELS)}")
-    p.add_argument("--depth", type=int, default=2, help="attention layers L")
-    p.add_argument("--seq-len", type=int, default=2, help="tokens per sequence M")
-    p.add_argument("--skip", type=num("skip"), default=1.0, help="skip strength c > 0")
-    p.add_argument("--beta", type=num("beta"), default=1.0, help="softmax inverse temperature")
-    p.add_argument("--delta", type=num("delta"), default=0.0,
-                   help="Gaussian output-noise variance (phase-retrieval, sign-product; 0 allowed)")
-    p.add_argument("--precision", type=int, metavar="DIGITS",
-                   help="alpha to DIGITS significant digits with mpmath, confirmed at 2 DIGITS "
-                        "(sign-product, phase-retrieval, outer-product)")
-    p.add_argument("--outer-nodes", type=int, default=48,
-                   help="observation-grid nodes per axis (attention)")
-    p.add_argument("--quadrature-nodes", type=int, default=40,
-                   help="Gauss-Hermite nodes per axis over the integrated indices")
-    p.add_argument("--weak-only", action="store_true", help="skip the staircase row (attention)")
-    p.add_argument("--staircase-samples", type=int, default=4096,
-                   help="randomized-QMC samples of the staircase map")
-    p.add_argument("--seed", type=int, default=0, help="random seed (staircase samples)")
-    p.add_argument("--format", default="csv", help="csv (default) or json")
-    p.add_argument("--out", help="folder for the table and its parameters")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
+        description=describe(__doc__.split("\n\n")[1].replace("``", ""), DEFINITION))
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--model", choices=MODELS, default=None,
+                   help="a shipped model (default attention)")
+    g.add_argument("--model-file", metavar="PATH",
+                   help="a Python file defining `model` (a MultiIndexModel) or `build_model()`"
+                        " (as for `smi se`)")
+    p.add_argument("--depth", type=int_arg("--depth", low=1), default=None,
+                   help="attention layers L, an integer >= 1 (default 2)")
+    p.add_argument("--seq-len", type=int_arg("--seq-len", low=1, high=6), default=None,
+                   help="tokens per sequence M, an integer in [1, 6] (default 2)")
+    p.add_argument("--skip", type=real_arg("--skip", low=0.0, low_open=True), default=None,
+                   help="skip strength c, in (0, inf) (default 1)")
+    p.add_argument("--inv-temp", type=real_arg("--inv-temp", low=0.0, low_open=True),
+                   default=None, help="softmax inverse temperature, in (0, inf) (default 1)")
+    p.add_argument("--delta", type=real_arg("--delta", low=0.0), default=None,
+                   help="Gaussian output-noise variance, in [0, inf) (phase-retrieval, "
+                        "sign-product, model files; default 0)")
+    p.add_argument("--precision", type=int_arg("--precision", low=1, high=MAX_PRECISION),
+                   metavar="DIGITS", default=None,
+                   help=f"alpha to DIGITS significant digits with mpmath, confirmed by a run at "
+                        f"2 DIGITS (digits_confirmed), an integer in [1, {MAX_PRECISION}]")
+    _add_numerics(p)
+    add_output(p)
     p.set_defaults(func=cmd_threshold)
+
+    d = smi_subparsers.add_parser(
+        "phase-diagram", help="alpha_1(c), alpha_2(c) of two-layer softmax attention",
+        description=describe(__doc__.split("\n\n")[2].replace("``", ""), DEFINITION))
+    d.add_argument("--skip-grid", nargs=3, metavar=("START", "STOP", "NUM"), required=True,
+                   help="NUM skip strengths from START to STOP (geometric), START, STOP in "
+                        "(0, inf), NUM an integer in [1, 200]")
+    d.add_argument("--seq-len", type=int_arg("--seq-len", low=2, high=2), default=2,
+                   help="tokens per sequence M (2: the reduction of smi.md 10)")
+    _add_numerics(d)
+    add_output(d, plot="alpha_1, alpha_2 vs c with the bound and the published points")
+    d.set_defaults(func=cmd_phase_diagram)
