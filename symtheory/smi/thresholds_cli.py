@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ..core.cli_common import add_output, add_seed, describe, emit, int_arg, real_arg
 from ..core.validate import ParameterError
+from .model_file import EXAMPLE
 
 MODELS = ("attention", "phase-retrieval", "outer-product", "sign-product")
 #: options that shape a shipped model, and the models they apply to
@@ -33,6 +34,27 @@ DEFINITION = ("alpha_c = 1/lambda_max of the linearized SE at the trivial point 
               "becomes unstable along the other rows (smi.md 8.4, Eqs. 17-18); alpha = n/d per "
               "token dimension; error = estimated absolute error of alpha (two resolutions for "
               "quadrature, batch means for randomized QMC / Monte Carlo).")
+
+THRESHOLD_HELP = (
+    "Weak-recovery and grand-staircase thresholds from the linearized state evolution of a "
+    "model declared in SymPy: attention (--depth --seq-len --skip --inv-temp; the weak "
+    "threshold and, for two layers, the staircase row), phase-retrieval (y = z^2 + "
+    "sqrt(delta) xi), outer-product (y = z z^T), sign-product (y = sign(z1 z2) + sqrt(delta) "
+    "xi) or --model-file.")
+THRESHOLD_COLUMNS = (
+    "Columns (one row per threshold): kind (weak = weak recovery, staircase = the next "
+    "subspace), alpha, error (absolute error estimate of alpha), method, digits_confirmed "
+    "(with --precision: significant digits on which the runs at P + 10 and 2P + 10 digits "
+    "agree; nan otherwise), subspace (the learnable directions, unit vectors separated by ';'), "
+    "seconds.")
+DIAGRAM_HELP = (
+    "Phase diagram of the two-layer tied softmax attention (r = 1): alpha_1(c) and alpha_2(c) "
+    "over a geometric grid of skip strengths c, with the bound 1/(M(M+1)); --plot overlays "
+    "the published alpha_critical.csv points (smi.md 10.4).")
+DIAGRAM_COLUMNS = (
+    "Columns (one row per skip value): skip, alpha_1 (weak recovery, layer 2 learned first), "
+    "alpha_1_error, alpha_2 (staircase threshold of layer 1; nan with --weak-only), "
+    "alpha_2_error, bound = 1/(M(M+1)), staircase_converged.")
 
 #: published phase diagram (smi.md 10.4): columns named by layer, alpha2 = paper's alpha_1
 PUBLISHED = "alpha_critical.csv"
@@ -282,7 +304,11 @@ def register_threshold(smi_subparsers) -> None:
     """Add ``symtheory smi threshold`` and ``symtheory smi phase-diagram``."""
     p = smi_subparsers.add_parser(
         "threshold", help="weak-recovery and grand-staircase thresholds (linearized SE)",
-        description=describe(__doc__.split("\n\n")[1].replace("``", ""), DEFINITION))
+        description=describe(THRESHOLD_HELP, DEFINITION, THRESHOLD_COLUMNS,
+                             "--model-file: a Python file defining `model` (a MultiIndexModel; "
+                             "noiseless links need a DeterministicReduction, smi.md 9) or "
+                             "`build_model()`; --delta adds Gaussian output noise. Example "
+                             "(phase retrieval, alpha_c = 1/2):", example=EXAMPLE))
     g = p.add_mutually_exclusive_group()
     g.add_argument("--model", choices=MODELS, default=None,
                    help="a shipped model (default attention)")
@@ -310,7 +336,7 @@ def register_threshold(smi_subparsers) -> None:
 
     d = smi_subparsers.add_parser(
         "phase-diagram", help="alpha_1(c), alpha_2(c) of two-layer softmax attention",
-        description=describe(__doc__.split("\n\n")[2].replace("``", ""), DEFINITION))
+        description=describe(DIAGRAM_HELP, DEFINITION, DIAGRAM_COLUMNS))
     d.add_argument("--skip-grid", nargs=3, metavar=("START", "STOP", "NUM"), required=True,
                    help="NUM skip strengths from START to STOP (geometric), START, STOP in "
                         "(0, inf), NUM an integer in [1, 200]")
