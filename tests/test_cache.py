@@ -59,6 +59,16 @@ def unique(prefix):
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
+@pytest.fixture(autouse=True)
+def _numba_uses_the_package_locator(monkeypatch):
+    """A user's NUMBA_CACHE_DIR sends every Numba index elsewhere (Numba's own locator wins);
+    these tests are about the package's locator, so they run without it."""
+    import numba
+
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(numba.config, "CACHE_DIR", "")
+
+
 @pytest.fixture
 def cache_root(tmp_path, monkeypatch):
     root = tmp_path / "cache"

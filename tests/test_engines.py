@@ -179,9 +179,9 @@ def test_fixed_point_stderr_is_finite_at_the_trivial_fixed_point():
 
     z0, z1 = sp.symbols("z0_0 z1_0", real=True)
     model = MultiIndexModel("product_two_rows", sp.Matrix([[z0], [z1]]), sp.Matrix([[z0 * z1]]))
-    # the engine is under test, not the channel: the declaration check's brute-force
-    # quadrature does not converge for this link (a known gap of multi_index_check), so it
-    # is skipped explicitly here
+    # the engine is under test, not the channel: Gauss-Hermite 12 is cheap but misses
+    # dg_out by ~0.4 on this link, which the declaration check rightly refuses
+    # (tests/test_multi_index.py), so the check is skipped explicitly here
     se = StateEvolution(model, 0.02, samples=500, seed=0, noise_variance=0.1,
                         rule=TensorRule("gauss-hermite", 12), check_channel=False)
     assert se.structure == "full" and (0, 1) in se._free_entries()

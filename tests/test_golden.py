@@ -42,12 +42,32 @@ def _outer_product_link():
     return outer_product(2).link_kernel
 
 
+def _noisy_channel_driver():
+    import sympy as sp
+
+    from symtheory.glm import MultiIndexModel
+
+    z1, z2 = sp.symbols("z1 z2", real=True)
+    model = MultiIndexModel("golden_tanh_times", sp.Matrix([[z1], [z2]]),
+                            sp.Matrix([[sp.tanh(z1) * z2]]))
+    return model.channel(0.1, check=False).kernel
+
+
+def _reduced_channel_driver():
+    from symtheory.smi import outer_product
+
+    return outer_product(2).channel().mixing_kernel
+
+
 KERNELS = {
     "bsr_alpha_pr": _bsr_alpha_pr,            # a derived closed form
     "bsr_gram_edges": _bsr_law_edges,         # a discriminant (edge) polynomial, factored
     "bsr_rie_mmse_value": _bsr_rie_mmse_value,  # a spectral functional reduced by identities
     "prior_gaussian_overlap": _gaussian_prior_overlap,  # a prior map from its log-partition
     "outer_product_link": _outer_product_link,  # a multi-index link with its vector companion
+    # fused drivers rendered from the templates in symtheory/glm/templates/
+    "noisy_channel_driver": _noisy_channel_driver,  # affine split + conjugate/adaptive drivers
+    "reduced_channel_driver": _reduced_channel_driver,  # smi.md 9 reduction driver
 }
 
 

@@ -122,6 +122,44 @@ def gd_run(d, beta, rho, alpha, delta, seed, runs, lr, steps, init, init_scale, 
                                                "runs diverged")}
 
 
+def _check_mnne(p):
+    """The convex program needs cvxpy and a problem the generic conic solver handles
+    (:func:`~symtheory.bsr.baselines.mnne_fit`: d L <= 10^4), checked before anything runs."""
+    import importlib.util
+
+    from ..core.validate import ParameterError
+    from .data import sizes
+
+    _check_sizes(p)
+    L, r, n = sizes(p["d"], p["beta"], p["rho"], p["alpha"])
+    if p["d"] * L > 10_000:
+        raise ParameterError(f"d: d*L = {p['d'] * L} must be <= 10000 for the nuclear-norm "
+                             "program (keep max(d, L) <= 100)")
+    if importlib.util.find_spec("cvxpy") is None:
+        raise ParameterError("bsr.mnne needs cvxpy: pip install 'symtheory[convex]'")
+
+
+@computation("bsr.mnne", params={
+    "d": D, "beta": BETA_FINITE, "rho": RHO, "alpha": ALPHA_SIM, "seed": SEED},
+    outputs=("alpha_actual", "n", "mse", "bo_mse"), check=_check_mnne)
+def mnne_run(d, beta, rho, alpha, seed):
+    """Minimal nuclear-norm estimate ``argmin |S|_* s.t. <X_mu, S> = y_mu`` (bsr.md 11.1)
+    on one seeded noiseless instance: its error ``mean (S - S*)^2``; ``residual`` is the
+    largest constraint violation ``max |<Phi_mu, S> - y_mu|`` relative to ``max |y|``."""
+    from .baselines import mnne_fit
+    from .data import generate
+    from .theory import bo_point
+
+    data = generate(d, beta, rho, alpha, 0.0, seed=seed)
+    S = mnne_fit(data)
+    viol = float(np.max(np.abs(data.Phi @ S.ravel() - data.y)) / max(np.max(np.abs(data.y)), 1e-300)) \
+        if data.n else 0.0
+    return {"alpha_actual": data.alpha, "n": data.n, "mse": float(np.mean((S - data.S) ** 2)),
+            "bo_mse": bo_point(data.alpha, beta, rho, 0.0).mmse,
+            "convergence": convergence(residual=viol, message="cvxpy: optimal (or optimal_"
+                                       "inaccurate); residual = relative constraint violation")}
+
+
 # ------------------------------------------------------------------ figures
 FIG1_RHOS = [0.1, 0.2, 0.5, 1.0, 2.0]
 FIG2_BETAS = [1.0, 2.0, 5.0, math.inf]
@@ -155,9 +193,9 @@ def _curves(ax, table, by, fmt):
     return keys
 
 
-def _finish(fig, ax, title, path):
+def _finish(fig, ax, title, path, ylabel=r"MMSE $1 - q$ on $S^*$"):
     ax.set_xlabel(r"$\alpha = n/(dL)$")
-    ax.set_ylabel(r"MMSE $1 - q$ on $S^*$")
+    ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
@@ -239,9 +277,89 @@ def _render_gamp(tables, folder):
     return [path]
 
 
+GD_SETTING = {"beta": 1.0, "rho": 0.2, "delta": 0.0}  # bsr.md 13 (lr study) and 11.1
+
+
+def _gd_spec(quick: bool) -> dict:
+    """GD from ``runs`` prior initializations and MNNE (bsr.md 11.1, sizes of the
+    reference's ``min_norm.py``) on seeded instances.  lr 0.3: bsr.md 13 finds the outcome
+    lr-dependent and the paper's lr unrecoverable; at d = 50, alpha = 0.55 lr 0.5 (the
+    numerics/bsr_gd_vs_bo.py setting, used there up to alpha = 0.45) leaves the training
+    error at 0.24 after 6000 steps while lr 0.3 interpolates (exact recovery) by step 1000."""
+    gd_steps = 2000 if quick else 5000
+    return {"name": "bsr.gd", "run": [
+        dict(GD_SETTING, label="theory", computation="bsr.theory_point",
+             alpha={"linspace": [0.0, 0.8, 17 if quick else 81]}),
+        {"label": "thresholds", "computation": "bsr.thresholds", "beta": GD_SETTING["beta"],
+         "rho": GD_SETTING["rho"]},
+        dict(GD_SETTING, label="gd", computation="bsr.gd", d=20 if quick else 50,
+             alpha=[0.15, 0.3, 0.5] if quick else [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
+             seed={"range": [0, 1]}, runs=8 if quick else 64, lr=0.3,
+             steps=gd_steps, init="prior", record_every=gd_steps),
+        {"label": "mnne", "computation": "bsr.mnne", "d": 20 if quick else 50,
+         "beta": GD_SETTING["beta"], "rho": GD_SETTING["rho"],
+         "alpha": [0.3, 0.7] if quick else [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8],
+         "seed": {"range": [0, 1 if quick else 4]}}]}
+
+
+def _mean_and_error(x, y):
+    """Per distinct ``x``: the mean of ``y`` and its standard error (0 for one value)."""
+    xs = sorted(set(x.tolist()))
+    means, errs = [], []
+    for v in xs:
+        m = y[x == v]
+        means.append(m.mean())
+        errs.append(m.std(ddof=1) / math.sqrt(m.size) if m.size > 1 else 0.0)
+    return np.array(xs), np.array(means), np.array(errs)
+
+
+def _ok(table):
+    return np.array([s == "ok" for s in table.columns["status"]])
+
+
+def _render_gd(tables, folder):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    th, thr, gd, mn = (tables[k] for k in ("theory", "thresholds", "gd", "mnne"))
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    order = np.argsort(th["alpha"])
+    a, bo = th["alpha"][order], th["mmse"][order]
+    ax.plot(a, bo, "k-", label="Bayes-optimal")
+    ax.plot(a, 2 * bo, "k--", label=r"$2\times$ Bayes-optimal")
+    ok = _ok(gd)
+    runs, d_gd = int(gd["runs"][0]), int(gd["d"][0])
+    x, m, e = _mean_and_error(gd["alpha_actual"][ok], gd["gd_mean"][ok])
+    # error bar: the spread of single runs (mean over seeds of their std)
+    _, spread, _ = _mean_and_error(gd["alpha_actual"][ok], gd["gd_std"][ok])
+    ax.errorbar(x, m, yerr=spread, fmt="o", color="C0", ms=5, capsize=3,
+                label=f"GD, single runs (mean $\\pm$ std of {runs}), d = {d_gd}")
+    x, m, e = _mean_and_error(gd["alpha_actual"][ok], gd["agd"][ok])
+    ax.errorbar(x, m, yerr=e, fmt="s", color="C1", ms=5, capsize=3,
+                label=f"averaged GD ({runs} runs)")
+    ok = _ok(mn)
+    x, m, e = _mean_and_error(mn["alpha_actual"][ok], mn["mse"][ok])
+    ax.errorbar(x, m, yerr=e, fmt="D", color="C2", ms=5, capsize=3,
+                label=f"min nuclear norm, d = {int(mn['d'][0])}")
+    ax.axvline(float(thr["alpha_pr"][0]), color="C3", ls=":", label=r"$\alpha_{PR}$")
+    ax.axvline(float(thr["alpha_mnne"][0]), color="C2", ls=":", label=r"$\alpha_{MNNE}$")
+    ax.set_xlim(0, float(np.max(a)))
+    path = folder / "bsr.gd.png"
+    _finish(fig, ax, rf"BSR GD / averaged GD / MNNE: $\beta={GD_SETTING['beta']:g}$, "
+            rf"$\rho={GD_SETTING['rho']:g}$, $\Delta=0$", path,
+            ylabel=r"error $\mathrm{mean}\,(\hat S - S^*)^2$")
+    plt.close(fig)
+    return [path]
+
+
 register_figure("bsr.fig1", title="BSR Fig. 1: Bayes-optimal MMSE vs alpha, beta = 1, "
                 "rho in {0.1, 0.2, 0.5, 1, 2}, Delta = 0", spec=_fig1_spec, render=_render_fig1)
 register_figure("bsr.fig2", title="BSR Fig. 2: Bayes-optimal MMSE vs alpha, rho = 0.5, "
                 "beta in {1, 2, 5, inf}, Delta = 0", spec=_fig2_spec, render=_render_fig2)
 register_figure("bsr.gamp_vs_se", title="BSR GAMP-RIE (finite d, seeds) vs its state evolution "
                 "and the Bayes-optimal curve", spec=_gamp_spec, render=_render_gamp)
+register_figure("bsr.gd", title="BSR GD from prior initializations (single runs vs 2 x BO, "
+                "their average vs BO) and the minimal nuclear-norm estimator vs alpha, beta = 1, "
+                "rho = 0.2", spec=_gd_spec, render=_render_gd)

@@ -137,22 +137,24 @@ def cholesky_solve(Lc, x):
 
 
 @numba.njit(cache=True)
-def gaussian_conjugate(A, b, y, m, C, delta, post_mean, post_cov):
+def gaussian_conjugate(A, b, y, m, C, delta, post_mean, post_cov, AC, S, vec):
     """``x ~ N(m, C)``, ``y | x ~ N(A x + b, delta I)``: returns ``log N(y; A m + b, S)``
     with ``S = A C A^T + delta I`` and writes the posterior mean
     ``m + C A^T S^{-1} r`` (``r = y - A m - b``) and covariance
-    ``C - C A^T S^{-1} A C`` (smi.md 3 applied to the affine indices)."""
+    ``C - C A^T S^{-1} A C`` (smi.md 3 applied to the affine indices).
+    Work space (no allocation per call): ``AC`` (n_out, nS), ``S`` (n_out, n_out),
+    ``vec`` (3, n_out)."""
     n_out = A.shape[0]
     nS = A.shape[1]
-    AC = np.zeros((n_out, nS))
+    r = vec[0]
+    alpha = vec[1]
+    col = vec[2]
     for i in range(n_out):
         for j in range(nS):
             acc = 0.0
             for k in range(nS):
                 acc += A[i, k] * C[k, j]
             AC[i, j] = acc
-    S = np.zeros((n_out, n_out))
-    r = np.empty(n_out)
     for i in range(n_out):
         for j in range(i + 1):
             acc = 0.0
@@ -168,12 +170,12 @@ def gaussian_conjugate(A, b, y, m, C, delta, post_mean, post_cov):
     logdet = cholesky_logdet(S)
     if logdet == -math.inf:
         return -math.inf
-    alpha = r.copy()
+    for i in range(n_out):
+        alpha[i] = r[i]
     cholesky_solve(S, alpha)
     quad = 0.0
     for i in range(n_out):
         quad += r[i] * alpha[i]
-    col = np.empty(n_out)
     for j in range(nS):
         acc = m[j]
         for i in range(n_out):

@@ -139,6 +139,16 @@ class TensorRule:
             f" on [-{self.width}, {self.width}]" if self.kind == "uniform" else "")
 
 
+def composite_legendre(a: float, b: float, level: int, order: int):
+    """Composite Gauss-Legendre on ``[a, b]``: ``2**level`` equal panels of ``order``
+    nodes; returns ``(nodes, weights)`` with ``sum w f ~= int_a^b f``."""
+    x, w = np.polynomial.legendre.leggauss(int(order))
+    npan = 2 ** int(level)
+    h = (b - a) / npan
+    mids = a + (np.arange(npan) + 0.5) * h
+    return (mids[:, None] + 0.5 * h * x[None]).ravel(), np.tile(0.5 * h * w, npan)
+
+
 @dataclass(frozen=True)
 class AdaptiveRule:
     """Integration refined per sample until a stated tolerance is met.
@@ -148,9 +158,10 @@ class AdaptiveRule:
     covariances over products of them).  Used by the multi-index channels for
     one-dimensional integrals (composite Gauss-Legendre with ``gauss_legendre`` nodes
     per panel, ``2**level`` panels per smooth piece, levels ``min_level..max_level``;
-    nested tanh-sinh for orthant integrals) and, in more dimensions, for Gauss-Hermite
-    tensor rules doubled from ``tensor_start`` nodes per axis while the grid has at most
-    ``max_tensor_nodes`` nodes.
+    nested tanh-sinh up to ``tanh_sinh_max_level`` for orthant integrals) and, in ``k >= 2``
+    prior-whitened dimensions, for tensor products of the composite rule on
+    ``[-box_half_width, box_half_width]^k`` (levels from ``box_min_level`` while the grid
+    has at most ``max_tensor_nodes`` nodes).
     """
 
     rtol: float = 1e-10
@@ -158,30 +169,46 @@ class AdaptiveRule:
     min_level: int = 4
     max_level: int = 11
     tanh_sinh_max_level: int = 9
-    tensor_start: int = 10
-    max_tensor_nodes: int = 250_000
+    box_min_level: int = 2
+    box_half_width: float = 8.0
+    max_tensor_nodes: int = 300_000
 
     def __post_init__(self):
         if not (0 < self.rtol < 1):
             raise ParameterError(f"rtol must be in (0, 1), got {self.rtol}")
         if not (1 <= self.min_level < self.max_level <= 16):
             raise ParameterError(f"levels must satisfy 1 <= min_level < max_level <= 16, got "
-                             f"{self.min_level}, {self.max_level}")
+                                 f"{self.min_level}, {self.max_level}")
         if int(self.gauss_legendre) < 2:
             raise ParameterError(f"gauss_legendre must be >= 2, got {self.gauss_legendre}")
+        if not self.box_half_width > 0:
+            raise ParameterError(f"box_half_width must be > 0, got {self.box_half_width}")
 
     def legendre(self):
         """Gauss-Legendre nodes and weights on ``[-1, 1]``."""
         return np.polynomial.legendre.leggauss(int(self.gauss_legendre))
 
-    def tensor_sequence(self, dim: int):
-        """The Gauss-Hermite rules tried in ``dim`` dimensions, coarsest first."""
-        rules = []
-        n = int(self.tensor_start)
-        while n ** dim <= self.max_tensor_nodes or not rules:
-            rules.append(TensorRule("gauss-hermite", n))
-            n *= 2
-        return rules
+    def box_levels(self, dim: int):
+        """Levels of the ``dim``-dimensional box rule within the node budget (>= 2 levels
+        so that a change can be measured)."""
+        levels = []
+        level = int(self.box_min_level)
+        while (2 ** level * self.gauss_legendre) ** dim <= self.max_tensor_nodes or len(levels) < 2:
+            levels.append(level)
+            level += 1
+        return levels
+
+    def box_nodes(self, dim: int, level: int, half_width: float | None = None):
+        """Tensor composite Gauss-Legendre for ``E f(t)``, ``t ~ N(0, I_dim)``, on the box
+        (weights include the Gaussian density; the mass outside, ``<= 2 dim Q(T)``, is
+        accounted for by the caller)."""
+        T = self.box_half_width if half_width is None else half_width
+        x, w = composite_legendre(-T, T, level, self.gauss_legendre)
+        w = w * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+        grids = np.meshgrid(*([x] * dim), indexing="ij")
+        wgrids = np.meshgrid(*([w] * dim), indexing="ij")
+        return (np.ascontiguousarray(np.stack([g.ravel() for g in grids], axis=1)),
+                np.ascontiguousarray(np.prod(np.stack([g.ravel() for g in wgrids], axis=1), axis=1)))
 
     def describe(self) -> str:
         return f"adaptive (rtol {self.rtol:g})"

@@ -68,6 +68,7 @@ def gamp_tokens(X, y, channel, *, damping=0.0, max_iter=50, tol=1e-6, W0=None, s
     reference's random initialization); ``variance_floor`` adds ``eps I`` to ``V`` (the
     reference used 1e-3; default 0).  ``side_observation`` is ``S = sqrt(lambda) W* + Xi``.
     ``damping``: weight of the previous iterate in [0, 1) (0 = undamped; module docstring).
+    ``callback(row)`` sees each trace row with the iterate ``row["W"]`` added.
     """
     X = np.asarray(X, dtype=float)
     if X.ndim != 3:
@@ -113,8 +114,8 @@ def gamp_tokens(X, y, channel, *, damping=0.0, max_iter=50, tol=1e-6, W0=None, s
             row["cosine"] = np.abs(np.diag(Mo)) / np.sqrt(np.maximum(np.diag(Q), 1e-300)) / \
                 np.sqrt(np.diag(truth @ truth.T / D))
         trace.append(row)
-        if callback is not None:
-            callback(row)
+        if callback is not None:  # the iterate too (not stored: e.g. a test error per iterate)
+            callback(dict(row, W=W))
 
     record(0, W, C, float("nan"))
     it = 0

@@ -25,6 +25,9 @@ through the posterior moments of ``Z``:  ``g_out = V^{-1}(E[z_{.m}|y] - omega_{.
 
       Z_out = sum_k E_u[ N(T(u)^{-1} E^(k); mean_{h|u}, C_{h|u}) / (|det T(u)|^r |det dy/dE (E^(k))|) ].
 
+The fused Numba drivers of both integrators are source templates in
+``symtheory/glm/templates/`` (rendered by :func:`symtheory.core.codegen.render_template`).
+
 Symbolic checks run at declaration: the reduction reproduces the link
 (``head(T(u) h^T) == g``) and the inversion features agree on both sides, at random
 points; the even symmetries ``g(..., -h_l, ...) = g`` of each row group are detected.
@@ -39,7 +42,7 @@ import numpy as np
 import sympy as sp
 
 from ..core._moments_nb import moment_change_batch
-from ..core.codegen import Kernel
+from ..core.codegen import Kernel, render_template
 from ..core.quadrature import AdaptiveRule, TensorRule
 from ..core.validate import ParameterError, real
 from .link_analysis import NotApplicable, affine_split, breakpoints, discrete_structure
@@ -433,7 +436,7 @@ class ReducedChannel(_ChannelBase):
         u_args = [f"u[{a}, {m}]" for a in range(pf) for m in range(M)]
         p_args = [f"pars[{i}]" for i in range(n_par)]
         call = ", ".join(u_args + p_args + ["tout"])
-        return _REDUCED_TEMPLATE.replace("CALL_ARGS", call)
+        return render_template(__package__, "reduced_driver.py.tmpl", CALL_ARGS=call)
 
     def branches(self, y):
         """Per sample: ``E`` of each branch ``(n, K, M r)``, ``log|det|`` and validity."""
@@ -584,8 +587,10 @@ class GaussianNoiseChannel(_OrthantChannel):
          until the moments change by less than ``rtol``; ``T`` grows until the neglected
          mass, at most ``sup N(y; ., S) 2 Q(T) <= (2 pi Delta)^{-n/2} e^{-T^2/2}``, is below
          ``rtol Z_out``;
-       * ``|R| >= 2``: Gauss-Hermite tensor rules over ``z_R`` doubled per sample until the
-         change meets ``rtol`` (or the node budget ends: reported, warned).
+       * ``|R| >= 2``: tensor composite Gauss-Legendre on the whitened box ``[-T, T]^|R|``
+         (Gaussian density in the weights: no polynomial approximation of the
+         likelihood, unlike Gauss-Hermite), panels doubled per sample until the change
+         meets ``rtol`` (or the node budget ends: reported, warned).
 
     An explicit :class:`TensorRule` replaces the adaptive 1-D/tensor integration over
     ``z_R`` (its error estimate is the change against ``rule.coarsened()``)."""
@@ -625,7 +630,8 @@ class GaussianNoiseChannel(_OrthantChannel):
             f"mi_{model.name}_affine", zR + pars, list(split.A) + list(split.b),
             doc=f"A(z_R), b(z_R) of {model.name}: g = A z_S + b",
             extra_imports=("symtheory.core._moments_nb",),
-            extra_source=_CONJUGATE_TEMPLATE.replace("CALL_ARGS", call))
+            extra_source=render_template(__package__, "gaussian_noise_drivers.py.tmpl",
+                                         CALL_ARGS=call))
         names = [str(z) for z in zs]
         self.method = (f"Gaussian noise, exact Gaussian integral over "
                        f"{[names[i] for i in split.S]}, numerical over {[names[i] for i in split.R]}")
@@ -671,15 +677,18 @@ class GaussianNoiseChannel(_OrthantChannel):
             tol = rule.rtol
         else:
             logZ, mean, cov, err = self._adaptive_tensor(rule, S_RR, sd, common)
-            method = f"{self.method} by Gauss-Hermite tensor rules doubled to rtol"
+            method = (f"{self.method} by tensor composite Gauss-Legendre "
+                      f"{rule.gauss_legendre} on the whitened box, panels doubled to rtol")
             tol = rule.rtol
         self._record(method, tol, err)
         return logZ, mean.reshape(n, self.P, self.M), cov
 
-    def _tensor_pass(self, rule, S_RR, common):
+    def _tensor_pass(self, rule, S_RR, common, nodes=None):
+        """One pass of the generated driver over the nodes ``(t, w)`` of ``E f(t)``,
+        ``t ~ N(0, I)`` (prior-whitened ``z_R``), from ``rule`` or given."""
         y, om = common[0], common[1]
         n, d = om.shape
-        tn, tw = rule.nodes(self.R.size)
+        tn, tw = nodes if nodes is not None else rule.nodes(self.R.size)
         if self.R.size == 0:
             tn, tw = np.zeros((1, 0)), np.ones(1)
         keep = tw > 0
@@ -691,21 +700,43 @@ class GaussianNoiseChannel(_OrthantChannel):
         return logZ, mean, cov
 
     def _adaptive_tensor(self, rule, S_RR, sd, common):
-        """Gauss-Hermite rules doubled per axis; a sample stops once its moments change by
-        less than ``rtol`` (its error is that change)."""
+        """Tensor composite Gauss-Legendre on the prior-whitened box, panels doubled per
+        sample until the moments change by less than ``rtol`` (that change is the error);
+        samples whose neglected mass outside the box, at most
+        ``sup(lik) 2 k Q(T) <= k exp(log_lsup - T^2/2)``, is not below ``rtol Z_out`` are
+        redone on a larger box."""
         n = common[1].shape[0]
-        seq = rule.tensor_sequence(self.R.size)
-        out = list(self._tensor_pass(seq[0], S_RR, common))
+        k = self.R.size
+        log_lsup = -0.5 * self.n_out * math.log(2 * math.pi * self.noise_variance)
+        out = [np.empty(n), np.empty((n, sd.size)), np.empty((n, sd.size, sd.size))]
         err = np.full(n, np.inf)
-        todo = np.arange(n)
-        for finer in seq[1:]:
-            cur = self._tensor_pass(finer, S_RR, (common[0][todo], common[1][todo]) + common[2:])
-            err[todo] = moment_change_batch(out[0][todo], out[1][todo], out[2][todo], *cur, sd)
-            for k in range(3):
-                out[k][todo] = cur[k]
-            todo = todo[err[todo] > rule.rtol]
-            if todo.size == 0:
-                break
+
+        def run(idx, T):
+            sub = (common[0][idx], common[1][idx]) + common[2:]
+            levels = rule.box_levels(k)
+            prev = self._tensor_pass(None, S_RR, sub, nodes=rule.box_nodes(k, levels[0], T))
+            todo = np.arange(idx.size)
+            res = [a.copy() for a in prev]
+            e = np.full(idx.size, np.inf)
+            for level in levels[1:]:
+                cur = self._tensor_pass(None, S_RR, (sub[0][todo], sub[1][todo]) + sub[2:],
+                                        nodes=rule.box_nodes(k, level, T))
+                e[todo] = moment_change_batch(*(p[todo] for p in res), *cur, sd)
+                for j in range(3):
+                    res[j][todo] = cur[j]
+                todo = todo[e[todo] > rule.rtol]
+                if todo.size == 0:
+                    break
+            trunc = k * np.exp(np.minimum(0.0, log_lsup - 0.5 * T * T - res[0]))
+            for j in range(3):
+                out[j][idx] = res[j]
+            err[idx] = np.maximum(e, trunc)
+            return res[0]
+
+        logZ = run(np.arange(n), rule.box_half_width)
+        T_need = np.sqrt(2.0 * np.maximum(0.0, log_lsup + math.log(k) - logZ - math.log(rule.rtol)))
+        for i in np.nonzero(T_need > rule.box_half_width)[0]:
+            run(np.array([i]), min(float(T_need[i]) + 0.5, _BOX_T_MAX))
         return out[0], out[1], out[2], err
 
     def _adaptive_1d(self, rule, S_RR, sd, common):
@@ -716,206 +747,17 @@ class GaussianNoiseChannel(_OrthantChannel):
         log_lsup = -0.5 * self.n_out * math.log(2 * math.pi * self.noise_variance)
         self.kernel.extra("{name}_adaptive")(
             *common, math.sqrt(S_RR[0, 0]), np.ascontiguousarray(self.breaks), gl_x, gl_w, sd,
-            float(rule.rtol), int(rule.min_level), int(rule.max_level), _ADAPTIVE_T0, log_lsup,
+            float(rule.rtol), int(rule.min_level), int(rule.max_level), _ADAPTIVE_T0,
+            _ADAPTIVE_T_MAX, log_lsup,
             logZ, mean, cov, err, level)
         return logZ, mean, cov, err
 
 
 #: initial half-width of the prior-whitened 1-D domain (grown per sample when needed)
 _ADAPTIVE_T0 = 8.0
-
-_CONJUGATE_TEMPLATE = '''
-@numba.njit(cache=True)
-def {name}_node(ys, oms, pars, delta, zR, S_idx, R_idx, Kmat, Ccond, kout, A, bvec, mS, post,
-                zfull, within):
-    """log N(y; A m + b, A C A^T + delta I) at z_R; z_S's conjugate posterior into zfull/within."""
-    {name}(CALL_ARGS)
-    n_out = ys.shape[0]
-    nS = S_idx.shape[0]
-    for i in range(n_out):
-        for j in range(nS):
-            A[i, j] = kout[i * nS + j]
-        bvec[i] = kout[n_out * nS + i]
-    for j in range(nS):
-        acc = oms[S_idx[j]]
-        for r in range(R_idx.shape[0]):
-            acc += Kmat[j, r] * (zR[r] - oms[R_idx[r]])
-        mS[j] = acc
-    logl = symtheory.core._moments_nb.gaussian_conjugate(A, bvec, ys, mS, Ccond, delta, post, within)
-    for r in range(R_idx.shape[0]):
-        zfull[R_idx[r]] = zR[r]
-    for j in range(nS):
-        zfull[S_idx[j]] = post[j]
-    return logl
-
-
-@numba.njit(cache=True, parallel=True)
-def {name}_tensor(y, omega, pars, delta, S_idx, R_idx, Kmat, Ccond, L_RR, tn, tw, out_logZ,
-                  out_mean, out_cov):
-    n = omega.shape[0]
-    d = omega.shape[1]
-    nS = S_idx.shape[0]
-    nR = R_idx.shape[0]
-    n_out = y.shape[1]
-    Kn = tn.shape[0]
-    for s in numba.prange(n):
-        logw = numpy.empty(Kn)
-        zs = numpy.empty((Kn, d))
-        within = numpy.empty((Kn, nS, nS))
-        kout = numpy.empty(n_out * (nS + 1))
-        A = numpy.empty((n_out, nS))
-        bvec = numpy.empty(n_out)
-        mS = numpy.empty(nS)
-        post = numpy.empty(nS)
-        zR = numpy.empty(nR)
-        for j in range(Kn):
-            for r in range(nR):
-                acc = omega[s, R_idx[r]]
-                for q in range(r + 1):
-                    acc += L_RR[r, q] * tn[j, q]
-                zR[r] = acc
-            logw[j] = math.log(tw[j]) + {name}_node(y[s], omega[s], pars, delta, zR, S_idx, R_idx,
-                                                    Kmat, Ccond, kout, A, bvec, mS, post, zs[j],
-                                                    within[j])
-        out_logZ[s] = symtheory.core._moments_nb.mixture_moments(logw, zs, within, S_idx, Kn,
-                                                                 out_mean[s], out_cov[s])
-
-
-@numba.njit(cache=True, parallel=True)
-def {name}_adaptive(y, omega, pars, delta, S_idx, R_idx, Kmat, Ccond, sdR, zbreaks, gl_x, gl_w,
-                    sd, rtol, min_level, max_level, T0, log_lsup, out_logZ, out_mean, out_cov,
-                    out_err, out_level):
-    n = omega.shape[0]
-    d = omega.shape[1]
-    nS = S_idx.shape[0]
-    n_out = y.shape[1]
-    ngl = gl_x.shape[0]
-    nb = zbreaks.shape[0]
-    log_sqrt_2pi = 0.5 * math.log(2.0 * math.pi)
-    for s in numba.prange(n):
-        kout = numpy.empty(n_out * (nS + 1))
-        A = numpy.empty((n_out, nS))
-        bvec = numpy.empty(n_out)
-        mS = numpy.empty(nS)
-        post = numpy.empty(nS)
-        zR = numpy.empty(1)
-        pts = numpy.empty(nb + 2)
-        mean0 = numpy.empty(d)
-        cov0 = numpy.empty((d, d))
-        logz0 = 0.0
-        logz1 = -math.inf
-        err = math.inf
-        level = min_level
-        T = T0
-        om = omega[s, R_idx[0]]
-        while True:
-            pts[0] = -T
-            npc = 1
-            for k in range(nb):
-                tb = (zbreaks[k] - om) / sdR
-                if pts[npc - 1] < tb < T:
-                    pts[npc] = tb
-                    npc += 1
-            pts[npc] = T
-            err = math.inf
-            for level in range(min_level, max_level + 1):
-                npan = 2 ** level
-                count = npc * npan * ngl
-                logw = numpy.empty(count)
-                zs = numpy.empty((count, d))
-                within = numpy.empty((count, nS, nS))
-                j = 0
-                for p in range(npc):
-                    h = (pts[p + 1] - pts[p]) / npan
-                    for q in range(npan):
-                        mid = pts[p] + (q + 0.5) * h
-                        for g in range(ngl):
-                            t = mid + 0.5 * h * gl_x[g]
-                            zR[0] = om + sdR * t
-                            logw[j] = (math.log(0.5 * h * gl_w[g]) - 0.5 * t * t - log_sqrt_2pi
-                                       + {name}_node(y[s], omega[s], pars, delta, zR, S_idx, R_idx,
-                                                     Kmat, Ccond, kout, A, bvec, mS, post, zs[j],
-                                                     within[j]))
-                            j += 1
-                logz1 = symtheory.core._moments_nb.mixture_moments(logw, zs, within, S_idx, count,
-                                                                   out_mean[s], out_cov[s])
-                if level > min_level:
-                    err = symtheory.core._moments_nb.moment_change(
-                        logz0, mean0, cov0, logz1, out_mean[s], out_cov[s], sd)
-                    if err <= rtol:
-                        break
-                logz0 = logz1
-                mean0[:] = out_mean[s]
-                cov0[:, :] = out_cov[s]
-            # neglected mass <= sup(lik) 2 Q(T) <= exp(log_lsup - T^2/2): below rtol Z_out?
-            T_need = math.sqrt(2.0 * max(0.0, log_lsup - logz1 - math.log(rtol)))
-            if T_need <= T or T >= 38.0:
-                break
-            T = min(T_need + 0.5, 38.0)
-        out_logZ[s] = logz1
-        out_err[s] = max(err, math.exp(min(0.0, log_lsup - 0.5 * T * T - logz1)))
-        out_level[s] = level
-'''
-
-
-_REDUCED_TEMPLATE = '''
-@numba.njit(cache=True, parallel=True)
-def {name}_reduced(Ebr, logjac, valid, omega, pars, free_rows, solved_rows, Luu, Bm, Cinv,
-                   logdetC, tn, tw, out_logZ, out_mean, out_cov):
-    n = omega.shape[0]
-    P = omega.shape[1]
-    M = omega.shape[2]
-    pf = free_rows.shape[0]
-    r = solved_rows.shape[0]
-    K = Ebr.shape[1]
-    Kn = tn.shape[0]
-    d = P * M
-    const = -0.5 * M * logdetC - 0.5 * M * r * math.log(2.0 * math.pi)
-    for s in numba.prange(n):
-        logw = numpy.empty(Kn * K)
-        zs = numpy.empty((Kn * K, d))
-        u = numpy.zeros((max(pf, 1), M))
-        tout = numpy.empty(M * M)
-        Tw = numpy.empty((M, M))
-        Ew = numpy.empty((M, r))
-        X = numpy.empty((M, r))
-        dv = numpy.empty(r)
-        cnt = 0
-        for j in range(Kn):
-            for m in range(M):
-                for a in range(pf):
-                    acc = omega[s, free_rows[a], m]
-                    for b in range(a + 1):
-                        acc += Luu[a, b] * tn[j, b * M + m]
-                    u[a, m] = acc
-            {name}(CALL_ARGS)
-            for k in range(K):
-                if valid[s, k] == 0:
-                    continue
-                for i in range(M):
-                    for jj in range(M):
-                        Tw[i, jj] = tout[i * M + jj]
-                    for q in range(r):
-                        Ew[i, q] = Ebr[s, k, i * r + q]
-                ldT = symtheory.core._moments_nb.lu_solve_logdet(Tw, Ew, X)
-                if ldT == -math.inf:
-                    continue
-                lp = 0.0
-                for m in range(M):
-                    for q in range(r):
-                        mu = omega[s, solved_rows[q], m]
-                        for a in range(pf):
-                            mu += Bm[q, a] * (u[a, m] - omega[s, free_rows[a], m])
-                        dv[q] = X[m, q] - mu
-                    for q in range(r):
-                        for q2 in range(r):
-                            lp -= 0.5 * dv[q] * Cinv[q, q2] * dv[q2]
-                logw[cnt] = math.log(tw[j]) + lp + const - r * ldT - logjac[s, k]
-                for m in range(M):
-                    for a in range(pf):
-                        zs[cnt, free_rows[a] * M + m] = u[a, m]
-                    for q in range(r):
-                        zs[cnt, solved_rows[q] * M + m] = X[m, q]
-                cnt += 1
-        out_logZ[s] = symtheory.core._moments_nb.weighted_moments(logw, zs, cnt, out_mean[s], out_cov[s])
-'''
+#: largest 1-D half-width: an output whose posterior sits T prior standard deviations
+#: out has Z_out ~ e^{-T^2/2}; the weights are kept in logs, so only the resolution
+#: (2^max_level panels) limits T -- beyond it the sample reports its error and warns
+_ADAPTIVE_T_MAX = 200.0
+#: largest half-width of the |R| >= 2 box (its node count grows like T^|R|)
+_BOX_T_MAX = 38.0

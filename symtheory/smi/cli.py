@@ -401,6 +401,10 @@ def register(sub) -> None:
     add_output(gp, plot="cosine similarity per index row vs iteration")
     gp.set_defaults(func=cmd_gamp)
 
+    from .sgd import register_cli as register_sgd
+
+    register_sgd(ssub)
+
     from .thresholds_cli import register_threshold
 
     register_threshold(ssub)      # smi threshold, smi phase-diagram
