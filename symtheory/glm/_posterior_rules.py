@@ -186,6 +186,64 @@ def {name}_newton(x, s, hstep, Ebr, lwb, valid, omega, pars, free_rows, solved_r
 
 
 @numba.njit(cache=True, parallel=True)
+def {name}_posterior_prior(Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu, Vuu_inv,
+                           logdet_Vuu, Bm, Cinv, logdetC, tn, tw, out_logZ, out_mean, out_cov):
+    """Component 0 only: the rule over the Gaussian marginal of u (no peak search)."""
+    n = omega.shape[0]
+    P = omega.shape[1]
+    M = omega.shape[2]
+    pf = free_rows.shape[0]
+    r = solved_rows.shape[0]
+    K = Ebr.shape[1]
+    Kn = tn.shape[0]
+    dfree = pf * M
+    d = P * M
+    log_norm0 = -0.5 * M * (logdet_Vuu + pf * math.log(2.0 * math.pi))
+    for s in numba.prange(n):
+        lk = numpy.empty(K)
+        Xall = numpy.zeros((K, M, r))
+        tout = numpy.empty(M * M)
+        Tw = numpy.empty((M, M))
+        Ew = numpy.empty((M, r))
+        X = numpy.empty((M, r))
+        dv = numpy.empty(r)
+        u = numpy.zeros((max(pf, 1), M))
+        logw = numpy.empty(Kn * K)
+        zs = numpy.empty((Kn * K, d))
+        cnt = 0
+        for j in range(Kn):
+            for m in range(M):
+                for a in range(pf):
+                    acc = omega[s, free_rows[a], m]
+                    for b in range(a + 1):
+                        acc += Luu[a, b] * tn[j, b * M + m]
+                    u[a, m] = acc
+            # the log prior density of u is part of lk; the rule integrates against it
+            lprior = log_norm0
+            for m in range(M):
+                for a in range(pf):
+                    for b in range(pf):
+                        lprior -= 0.5 * (u[a, m] - omega[s, free_rows[a], m]) * Vuu_inv[a, b] * (
+                            u[b, m] - omega[s, free_rows[b], m])
+            tot = {name}_logterms(u, s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows,
+                                  Vuu_inv, logdet_Vuu, Bm, Cinv, logdetC, lk, Xall, tout, Tw,
+                                  Ew, X, dv)
+            if tot == -math.inf:
+                continue
+            for k in range(K):
+                if lk[k] == -math.inf:
+                    continue
+                logw[cnt] = math.log(tw[j]) + lk[k] - lprior
+                for m in range(M):
+                    for a in range(pf):
+                        zs[cnt, free_rows[a] * M + m] = u[a, m]
+                    for q in range(r):
+                        zs[cnt, solved_rows[q] * M + m] = Xall[k, m, q]
+                cnt += 1
+        out_logZ[s] = symtheory.core._moments_nb.weighted_moments(logw, zs, cnt, out_mean[s], out_cov[s])
+
+
+@numba.njit(cache=True, parallel=True)
 def {name}_posterior(Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu, Vuu_inv,
                      logdet_Vuu, Bm, Cinv, logdetC, starts, tn, tw, max_peaks, inflate,
                      prior_weight, hstep, out_logZ, out_mean, out_cov, out_peaks):
@@ -269,8 +327,15 @@ def {name}_posterior(Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu, 
                                     Xall, tout, Tw, Ew, X, dv, u, H, g, xt)
                 if val == -math.inf:
                     continue
-                # covariance inflate^2 inv(-H)
-                Cov = numpy.linalg.inv(-H) * (inflate * inflate)
+                # covariance inflate^2 inv(-H + prior precision): a peak component is never
+                # wider than the marginal of u (a flat direction of the log integrand at
+                # its maximum would otherwise spread the rule far beyond the mass)
+                Prec = -H.copy()
+                for a in range(pf):
+                    for b in range(pf):
+                        for m in range(M):
+                            Prec[a * M + m, b * M + m] += Vuu_inv[a, b]
+                Cov = numpy.linalg.inv(Prec) * (inflate * inflate)
                 Cov = 0.5 * (Cov + Cov.T)
                 dup = False
                 for c in range(1, ncomp):
@@ -285,11 +350,9 @@ def {name}_posterior(Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu, 
                 L = numpy.linalg.cholesky(Cov)
                 cm[ncomp] = x
                 cL[ncomp] = L
-                ld = 0.0
-                for i in range(dfree):
-                    ld += math.log(L[i, i])
                 # Laplace mass of the peak: exp(val) sqrt(det(2 pi inv(-H)))
-                cw[ncomp] = val + ld - dfree * math.log(inflate) + 0.5 * dfree * math.log(2 * math.pi)
+                sgn, ldH = numpy.linalg.slogdet(-H)
+                cw[ncomp] = val - 0.5 * ldH + 0.5 * dfree * math.log(2 * math.pi)
                 ncomp += 1
         # mixture weights: prior_weight on component 0 when peaks exist
         if ncomp == 1:

@@ -404,3 +404,7 @@ def register(sub) -> None:
     from .sgd import register_cli as register_sgd
 
     register_sgd(ssub)
+
+    from .thresholds_cli import register_threshold
+
+    register_threshold(ssub)      # smi threshold, smi phase-diagram

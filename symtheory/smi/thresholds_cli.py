@@ -1,0 +1,347 @@
+"""``symtheory smi threshold`` and ``symtheory smi phase-diagram`` (smi.md 7-8, 10.4).
+
+``threshold``: one row per threshold, columns ``kind`` (weak | staircase), ``alpha``,
+``error``, ``method``, ``digits_confirmed`` (with ``--precision``), ``subspace``,
+``seconds``.  Models: ``attention`` (``--depth --seq-len --skip --inv-temp``; weak
+recovery and, for two layers, the staircase of the first layer), ``phase-retrieval``
+(``y = z^2 + sqrt(delta) xi``, ``--delta`` >= 0), ``outer-product`` (``y = z z^T``,
+``--seq-len``), ``sign-product`` (``y = sign(z1 z2) + sqrt(delta) xi``) or a model declared
+in a Python file (``--model-file``).  The computation itself is generic
+(:mod:`symtheory.glm.linearized`); this module only declares the models.
+
+``phase-diagram``: ``alpha_1(c)`` and ``alpha_2(c)`` of the two-layer softmax attention over
+a grid of skip strengths, with the bound ``1/(M(M+1))`` and the published
+``alpha_critical.csv`` points for comparison.
+
+The parser imports nothing heavy; register with ``register_threshold(smi_subparsers)``.
+"""
+from __future__ import annotations
+
+from ..core.cli_common import add_output, add_seed, describe, emit, int_arg, real_arg
+from ..core.validate import ParameterError
+from .model_file import EXAMPLE
+
+MODELS = ("attention", "phase-retrieval", "outer-product", "sign-product")
+#: options that shape a shipped model, and the models they apply to
+MODEL_SHAPE = {"depth": ("attention",), "seq_len": ("attention", "outer-product"),
+               "skip": ("attention",), "inv_temp": ("attention",),
+               "delta": ("phase-retrieval", "sign-product")}
+SHAPE_DEFAULTS = {"depth": 2, "seq_len": 2, "skip": 1.0, "inv_temp": 1.0, "delta": 0.0}
+MAX_PRECISION = 200
+
+DEFINITION = ("alpha_c = 1/lambda_max of the linearized SE at the trivial point (smi.md 8.1-8.2, "
+              "Eqs. 15-16); staircase: the alpha at which the fixed point on the learned rows "
+              "becomes unstable along the other rows (smi.md 8.4, Eqs. 17-18); alpha = n/d per "
+              "token dimension; error = estimated absolute error of alpha (two resolutions for "
+              "quadrature, batch means for randomized QMC / Monte Carlo).")
+
+THRESHOLD_HELP = (
+    "Weak-recovery and grand-staircase thresholds from the linearized state evolution of a "
+    "model declared in SymPy: attention (--depth --seq-len --skip --inv-temp; the weak "
+    "threshold and, for two layers, the staircase row), phase-retrieval (y = z^2 + "
+    "sqrt(delta) xi), outer-product (y = z z^T), sign-product (y = sign(z1 z2) + sqrt(delta) "
+    "xi) or --model-file.")
+THRESHOLD_COLUMNS = (
+    "Columns (one row per threshold): kind (weak = weak recovery, staircase = the next "
+    "subspace), alpha, error (absolute error estimate of alpha), method, digits_confirmed "
+    "(with --precision: significant digits on which the runs at P + 10 and 2P + 10 digits "
+    "agree; nan otherwise), subspace (the learnable directions, unit vectors separated by ';'), "
+    "seconds.")
+DIAGRAM_HELP = (
+    "Phase diagram of the two-layer tied softmax attention (r = 1): alpha_1(c) and alpha_2(c) "
+    "over a geometric grid of skip strengths c, with the bound 1/(M(M+1)); --plot overlays "
+    "the published alpha_critical.csv points (smi.md 10.4).")
+DIAGRAM_COLUMNS = (
+    "Columns (one row per skip value): skip, alpha_1 (weak recovery, layer 2 learned first), "
+    "alpha_1_error, alpha_2 (staircase threshold of layer 1; nan with --weak-only), "
+    "alpha_2_error, bound = 1/(M(M+1)), staircase_converged.")
+
+#: published phase diagram (smi.md 10.4): columns named by layer, alpha2 = paper's alpha_1
+PUBLISHED = "alpha_critical.csv"
+
+
+def sign_product():
+    """``y = sign(z1 z2)`` (P = 2, M = 1; smi.md 13.4): ``alpha_c = pi^2/4``."""
+    import sympy as sp
+
+    from ..glm.multi_index import MultiIndexModel
+
+    Z = sp.Matrix(2, 1, lambda a, m: sp.Symbol(f"z{a}_{m}", real=True))
+    return MultiIndexModel("sign_product", Z, sp.Matrix([[sp.sign(Z[0, 0] * Z[1, 0])]]),
+                           description="y = sign(z1 z2)")
+
+
+def build_threshold_model(args):
+    """``(model, noise_variance)`` from the command-line options; options that do not
+    apply to the chosen model are refused by name."""
+    given = [k for k in MODEL_SHAPE if getattr(args, k, None) is not None]
+    if args.model_file is not None:
+        bad = [k for k in given if k != "delta"]
+        if bad:
+            raise ParameterError(f"--{bad[0].replace('_', '-')} does not apply to --model-file "
+                                 "(declare the model's shape in the file)")
+        from .model_file import load_model
+
+        return load_model(args.model_file), (args.delta or None)
+    name = args.model or "attention"
+    for k in given:
+        if name not in MODEL_SHAPE[k]:
+            raise ParameterError(f"--{k.replace('_', '-')} applies only to --model "
+                                 f"{' or '.join(MODEL_SHAPE[k])}, not {name}")
+    v = {k: SHAPE_DEFAULTS[k] if getattr(args, k, None) is None else getattr(args, k)
+         for k in MODEL_SHAPE}
+    if name == "attention":
+        from .attention import deep_attention
+
+        return deep_attention(v["depth"], v["seq_len"], 1, v["skip"], v["inv_temp"],
+                              "softmax"), None
+    if name == "outer-product":
+        from .closed_form import outer_product
+
+        return outer_product(v["seq_len"]), None
+    if name == "phase-retrieval":
+        from .closed_form import outer_product
+
+        return outer_product(1), (v["delta"] or None)
+    return sign_product(), (v["delta"] or None)
+
+
+def _subspace_label(G):
+    import numpy as np
+
+    lam, vec = np.linalg.eigh(G)
+    keep = lam > 1e-8 * lam[-1]
+    return ";".join(",".join(f"{v:.6g}" for v in vec[:, i]) for i in np.where(keep)[0][::-1])
+
+
+def cmd_threshold(args) -> int:
+    precision = args.precision
+    if precision is not None and args.model_file is None and (args.model or "attention") == "attention":
+        raise ParameterError("--precision applies to sign-product, phase-retrieval (delta > 0 or "
+                             "0) and outer-product (and model files with such links); the "
+                             "attention expectation is computed in float64")
+    want_stair = (args.model or "attention") == "attention" and args.model_file is None \
+        and not args.weak_only
+    depth = args.depth if args.depth is not None else SHAPE_DEFAULTS["depth"]
+    if want_stair and depth != 2:
+        raise ParameterError("--depth must be 2 for the staircase row (smi.md 8.4); give "
+                             "--weak-only for other depths")
+    model, noise = build_threshold_model(args)
+
+    import mpmath
+
+    from ..core.quadrature import TensorRule
+    from ..core.table import Table
+    from ..glm.linearized import staircase, weak_recovery
+
+    rule = TensorRule("gauss-hermite", args.quadrature_nodes)
+    results = [weak_recovery(model, noise_variance=noise, precision=precision,
+                             outer_nodes=args.outer_nodes, rule=rule)]
+    if want_stair:
+        results.append(staircase(model, samples=args.staircase_samples, seed=args.seed))
+    cols = {k: [] for k in ("kind", "alpha", "error", "method", "digits_confirmed", "subspace",
+                            "seconds")}
+    for r in results:
+        if precision is not None and r.digits_confirmed is not None:
+            # convert inside workdps: mpf() at the default 15 digits would round alpha
+            with mpmath.workdps(2 * precision + 10):
+                cols["alpha"].append(mpmath.nstr(mpmath.mpf(r.alpha), precision, min_fixed=-5,
+                                                 max_fixed=5) if r.alpha else "0")
+        else:
+            cols["alpha"].append(float(r.alpha))
+        cols["kind"].append(r.kind)
+        cols["error"].append(float(r.error))
+        cols["method"].append(r.method)
+        cols["digits_confirmed"].append(float("nan") if r.digits_confirmed is None
+                                        else float(r.digits_confirmed))
+        cols["subspace"].append(_subspace_label(r.subspace))
+        cols["seconds"].append(round(r.seconds, 3))
+    meta = {"model": model.description or model.name, "noise_variance": noise or 0.0,
+            "precision": precision, "messages": [r.message for r in results],
+            "definition": DEFINITION}
+    stem = f"smi_threshold_{args.model or 'model_file'}"
+    return emit(Table(cols, meta), args, stem)
+
+
+# ----------------------------------------------------------------------- phase diagram
+def published_points():
+    """``(skip, layer-2 threshold, layer-1 threshold)`` rows of the published
+    ``alpha_critical.csv`` (smi.md 10.4: ``alpha2`` column = the paper's ``alpha_1``), or
+    ``[]`` when the reference file is not present (it ships with the tests)."""
+    import csv
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tests" / "reference" / "smi" / PUBLISHED
+    if not path.exists():
+        return []
+    with open(path) as fh:
+        rows = [(float(r["skip"]), float(r["alpha2"]), float(r["alpha1"]))
+                for r in csv.DictReader(fh)]
+    return sorted(rows)
+
+
+def phase_diagram(skips, *, seq_len=2, staircase_samples=4096, outer_nodes=48, inner_nodes=40,
+                  seed=0, with_staircase=True, progress=None):
+    """Columns ``skip, alpha_1, alpha_1_error, alpha_2, alpha_2_error, bound`` of the
+    two-layer softmax attention (``r = 1``): ``alpha_1`` the weak-recovery threshold (layer
+    2 learned first, smi.md 10.4), ``alpha_2`` the staircase threshold of layer 1
+    (smi.md 8.4), ``bound = 1/(M(M+1))`` (smi.md 8.3)."""
+    from ..core.quadrature import TensorRule
+    from ..glm.linearized import staircase, weak_recovery
+    from .attention import deep_attention
+
+    cols = {k: [] for k in ("skip", "alpha_1", "alpha_1_error", "alpha_2", "alpha_2_error",
+                            "bound", "staircase_converged")}
+    for c in skips:
+        model = deep_attention(2, seq_len, 1, float(c))
+        wr = weak_recovery(model, outer_nodes=outer_nodes, rule=TensorRule("gauss-hermite", inner_nodes))
+        cols["skip"].append(float(c))
+        cols["alpha_1"].append(float(wr.alpha))
+        cols["alpha_1_error"].append(float(wr.error))
+        cols["bound"].append(1.0 / (seq_len * (seq_len + 1)))
+        a2 = e2 = float("nan")
+        conv = False
+        if with_staircase:
+            try:
+                st = staircase(model, samples=staircase_samples, seed=seed, learned_row=1)
+                a2, e2, conv = float(st.alpha), float(st.error), bool(st.converged)
+            except ParameterError as exc:      # no instability on the scanned q grid
+                import warnings
+
+                warnings.warn(f"skip {c}: staircase not found ({exc})", RuntimeWarning)
+        cols["alpha_2"].append(a2)
+        cols["alpha_2_error"].append(e2)
+        cols["staircase_converged"].append(conv)
+        if progress is not None:
+            progress(c, wr, a2)
+    return cols
+
+
+def plot_phase_diagram(table, path):
+    """alpha_1(c), alpha_2(c) with error bars, the bound and the published points."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    c = np.array(table.columns["skip"])
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    ax.errorbar(c, table.columns["alpha_1"], yerr=table.columns["alpha_1_error"], fmt="o-",
+                ms=3, label=r"$\alpha_1$ (weak recovery, layer 2)")
+    a2 = np.array(table.columns["alpha_2"], dtype=float)
+    if np.isfinite(a2).any():
+        ax.errorbar(c, a2, yerr=table.columns["alpha_2_error"], fmt="s-", ms=3,
+                    label=r"$\alpha_2$ (staircase, layer 1)")
+    ax.plot(c, table.columns["bound"], "k--", lw=1, label=r"bound $1/(M(M+1))$")
+    pub = [p for p in published_points() if c.min() <= p[0] <= c.max()]
+    if pub:
+        pc, p1, p2 = (np.array(v) for v in zip(*pub))
+        ax.plot(pc, p1, "x", color="C0", alpha=0.6, label="published alpha_1 (csv alpha2)")
+        ax.plot(pc, p2, "+", color="C1", alpha=0.8, label="published alpha_2 (csv alpha1)")
+    ax.set_xscale("log")
+    ax.set_xlabel("skip strength c")
+    ax.set_ylabel(r"$\alpha = n/d$")
+    ax.set_title("two-layer softmax attention, M = 2, r = 1")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130, format="png")
+    plt.close(fig)
+
+
+def _skip_grid(args):
+    start, stop, num = args.skip_grid
+    from ..core import validate
+
+    start = validate.real("--skip-grid START", start, low=0.0, low_open=True)
+    stop = validate.real("--skip-grid STOP", stop, low=0.0, low_open=True)
+    num = validate.integer("--skip-grid NUM", num, low=1, high=200)
+    if num == 1:
+        return [start]
+    import numpy as np
+
+    return [float(v) for v in np.geomspace(start, stop, num)]
+
+
+def cmd_phase_diagram(args) -> int:
+    skips = _skip_grid(args)
+    import sys
+
+    from ..core.table import Table
+
+    def progress(c, wr, a2):
+        if not args.quiet:
+            print(f"skip {c:.4g}: alpha_1 = {wr.alpha:.6f} +- {wr.error:.1g}, alpha_2 = {a2:.4f}",
+                  file=sys.stderr, flush=True)
+
+    cols = phase_diagram(skips, seq_len=args.seq_len, staircase_samples=args.staircase_samples,
+                         outer_nodes=args.outer_nodes, inner_nodes=args.quadrature_nodes,
+                         seed=args.seed, with_staircase=not args.weak_only, progress=progress)
+    meta = {"definition": DEFINITION, "model": "two-layer tied softmax attention, r = 1",
+            "seq_len": args.seq_len, "skip_grid": list(args.skip_grid), "spacing": "geometric",
+            "staircase_samples": args.staircase_samples, "outer_nodes": args.outer_nodes,
+            "quadrature_nodes": args.quadrature_nodes, "seed": args.seed,
+            "published": f"tests/reference/smi/{PUBLISHED} (columns named by layer; smi.md 10.4)"}
+    return emit(Table(cols, meta), args, "smi_phase_diagram", plot=plot_phase_diagram)
+
+
+def _add_numerics(p) -> None:
+    p.add_argument("--outer-nodes", type=int_arg("--outer-nodes", low=4, high=400), default=48,
+                   help="observation-grid nodes per axis (attention), an integer in [4, 400] "
+                        "(default 48)")
+    p.add_argument("--quadrature-nodes", type=int_arg("--quadrature-nodes", low=4, high=200),
+                   default=40, help="Gauss-Hermite nodes per axis over the integrated indices, "
+                                    "an integer in [4, 200] (default 40)")
+    p.add_argument("--weak-only", action="store_true", help="skip the staircase (attention)")
+    p.add_argument("--staircase-samples", type=int_arg("--staircase-samples", low=64,
+                                                      high=10 ** 7),
+                   default=4096, help="randomized-QMC samples of the staircase map, an integer "
+                                      ">= 64 (default 4096)")
+    add_seed(p, help="random seed of the staircase samples, an integer >= 0")
+
+
+def register_threshold(smi_subparsers) -> None:
+    """Add ``symtheory smi threshold`` and ``symtheory smi phase-diagram``."""
+    p = smi_subparsers.add_parser(
+        "threshold", help="weak-recovery and grand-staircase thresholds (linearized SE)",
+        description=describe(THRESHOLD_HELP, DEFINITION, THRESHOLD_COLUMNS,
+                             "--model-file: a Python file defining `model` (a MultiIndexModel; "
+                             "noiseless links need a DeterministicReduction, smi.md 9) or "
+                             "`build_model()`; --delta adds Gaussian output noise. Example "
+                             "(phase retrieval, alpha_c = 1/2):", example=EXAMPLE))
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--model", choices=MODELS, default=None,
+                   help="a shipped model (default attention)")
+    g.add_argument("--model-file", metavar="PATH",
+                   help="a Python file defining `model` (a MultiIndexModel) or `build_model()`"
+                        " (as for `smi se`)")
+    p.add_argument("--depth", type=int_arg("--depth", low=1), default=None,
+                   help="attention layers L, an integer >= 1 (default 2)")
+    p.add_argument("--seq-len", type=int_arg("--seq-len", low=1, high=6), default=None,
+                   help="tokens per sequence M, an integer in [1, 6] (default 2)")
+    p.add_argument("--skip", type=real_arg("--skip", low=0.0, low_open=True), default=None,
+                   help="skip strength c, in (0, inf) (default 1)")
+    p.add_argument("--inv-temp", type=real_arg("--inv-temp", low=0.0, low_open=True),
+                   default=None, help="softmax inverse temperature, in (0, inf) (default 1)")
+    p.add_argument("--delta", type=real_arg("--delta", low=0.0), default=None,
+                   help="Gaussian output-noise variance, in [0, inf) (phase-retrieval, "
+                        "sign-product, model files; default 0)")
+    p.add_argument("--precision", type=int_arg("--precision", low=1, high=MAX_PRECISION),
+                   metavar="DIGITS", default=None,
+                   help=f"alpha to DIGITS significant digits with mpmath, confirmed by a run at "
+                        f"2 DIGITS (digits_confirmed), an integer in [1, {MAX_PRECISION}]")
+    _add_numerics(p)
+    add_output(p)
+    p.set_defaults(func=cmd_threshold)
+
+    d = smi_subparsers.add_parser(
+        "phase-diagram", help="alpha_1(c), alpha_2(c) of two-layer softmax attention",
+        description=describe(DIAGRAM_HELP, DEFINITION, DIAGRAM_COLUMNS))
+    d.add_argument("--skip-grid", nargs=3, metavar=("START", "STOP", "NUM"), required=True,
+                   help="NUM skip strengths from START to STOP (geometric), START, STOP in "
+                        "(0, inf), NUM an integer in [1, 200]")
+    d.add_argument("--seq-len", type=int_arg("--seq-len", low=2, high=2), default=2,
+                   help="tokens per sequence M (2: the reduction of smi.md 10)")
+    _add_numerics(d)
+    add_output(d, plot="alpha_1, alpha_2 vs c with the bound and the published points")
+    d.set_defaults(func=cmd_phase_diagram)
