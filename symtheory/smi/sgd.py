@@ -242,7 +242,8 @@ def register_cli(ssub) -> None:
                     "Fig. 2 right)",
         description=describe(
             "Two-layer (or --depth) tied softmax attention student trained by plain "
-            "minibatch SGD on teacher data, as smi.md 15 (GD_2w.ipynb) states: init "
+            "minibatch SGD on alpha = n/d teacher sequences (n samples of seq_len tokens in "
+            "dimension d), as smi.md 15 (GD_2w.ipynb) states: init "
             "init-scale x N(0,1), loss sum (y_hat - y)^2/d per batch, W <- W - lr (grad + "
             "wd W) with wd = weight-decay-d/d, each batch used for --repeats steps, a fresh "
             "seeded batch order every epoch.  Tracks the cosine of each layer with the "
