@@ -9,6 +9,8 @@ reference where it converges (overlap 0).  Both references report their own erro
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -24,6 +26,13 @@ from symtheory.smi.attention import deep_attention
 @pytest.fixture(scope="module")
 def depth2():
     return deep_attention(2, 2, 1, 1.0)
+
+
+@pytest.fixture(scope="module")
+def depth2_qmc(depth2):
+    """The Laplace-RQMC channel of the depth-2 model (built once: SymPy solves the
+    inversion at construction)."""
+    return LaplaceQMCChannel(depth2)
 
 
 @pytest.fixture(scope="module")
@@ -67,15 +76,15 @@ def test_bad_rule_raises(kw):
         LaplaceQMCRule(**kw)
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(q2=st.sampled_from([0.0, 0.5, 0.9, 0.98]), q1=st.floats(0.0, 0.6),
        seed=st.integers(0, 10_000))
-def test_depth2_against_dense_trapezoid(depth2, q2, q1, seed):
+def test_depth2_against_dense_trapezoid(depth2, depth2_qmc, q2, q1, seed):
     """Includes a nearly known last layer (q2 = 0.98: C_{h|u} = 0.02), where Gauss-Hermite
     over the prior is off by percents (smi.md 10.2)."""
     Q = np.diag([q1, q2])
     y, omega, V = _samples(depth2, Q, 3, seed)
-    qmc = LaplaceQMCChannel(depth2).configured(rule=LaplaceQMCRule(tol=2e-3, max_points=16384))
+    qmc = depth2_qmc.configured(rule=LaplaceQMCRule(tol=2e-3, max_points=16384))
     got = qmc.moments(y, omega, V)
     err = qmc.last_accuracy.error
     ref_ch = depth2.channel(rule=TensorRule("uniform", 301, 7.0))
@@ -116,16 +125,17 @@ def test_even_symmetry_at_zero_mean(depth3):
     assert cross <= 2 * err.max()
 
 
-def test_error_estimate_covers_the_truth(depth2):
+def test_error_estimate_covers_the_truth(depth2, depth2_qmc):
     """Over independent randomizations the reported 95% half-width must cover the actual
     error (vs the dense trapezoid reference) in most cases: >= 15 of 20 (binomial with
     p = 0.95 gives fewer than 15 with probability 3e-4)."""
     y, omega, V = _samples(depth2, np.diag([0.2, 0.9]), 1, 11)
     ref = depth2.channel(rule=TensorRule("uniform", 301, 7.0)).moments(y, omega, V)
     covered = 0
+    warnings.simplefilter("ignore", RuntimeWarning)     # 256 points miss the default tol
     for seed in range(20):
         rule = LaplaceQMCRule(points=256, max_points=256, seed=seed)
-        ch = LaplaceQMCChannel(depth2).configured(rule=rule)
+        ch = depth2_qmc.configured(rule=rule)
         got = ch.moments(y, omega, V)
         covered += int(_natural_diff(got, ref, V, depth2.M)[0] <= ch.last_accuracy.error[0])
     assert covered >= 15, covered

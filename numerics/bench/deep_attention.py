@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-TOL = 1e-2
+TOL = 3e-2
 N_TRY = (10, 16, 24, 30, 40)
 N_REF = 40
 STAGES = {"prior": (0.0, 0.0, 0.0), "layer 3 half": (0.0, 0.0, 0.5),

@@ -298,10 +298,12 @@ def {name}_laplace_factor(H, inflate, Lc):
     return symtheory.core._moments_nb.cholesky_logdet(Lc) > -math.inf
 
 
-@numba.njit(cache=True, parallel=True)
-def {name}_rqmc(Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu, Vuu_inv,
+@numba.njit(cache=True)
+def {name}_rqmc_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu, Vuu_inv,
                 logdet_Vuu, Bm, Cinv, logdetC, flips, tn, nscan, inflate, prior_share, n_adapt,
                 adapt_inflate, hstep, tcrit, sd, out_logZ, out_mean, out_cov, out_err, out_comp):
+    """One sample of the driver below (a plain function: the parallel loop only
+    dispatches, so no allocation in it can be hoisted and shared between threads)."""
     n = omega.shape[0]
     P = omega.shape[1]
     M = omega.shape[2]
@@ -314,260 +316,270 @@ def {name}_rqmc(Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu, Vuu_i
     d = P * M
     nflip = flips.shape[0]
     ncomp_max = 2 + nflip
-    for s in numba.prange(n):
-        lk = numpy.empty(K)
-        Xall = numpy.zeros((K, M, r))
-        tout = numpy.empty(M * M)
-        Tw = numpy.empty((M, M))
-        Ew = numpy.empty((M, r))
-        X = numpy.empty((M, r))
-        dv = numpy.empty(r)
-        u = numpy.zeros((pf, M))
-        H = numpy.zeros((dfree, dfree))
-        g = numpy.zeros(dfree)
-        xt = numpy.zeros(dfree)
-        x = numpy.zeros(dfree)
-        z = numpy.zeros(d)
-        cm = numpy.zeros((ncomp_max, dfree))
-        cL = numpy.zeros((ncomp_max, dfree, dfree))
-        cLi = numpy.zeros((ncomp_max, dfree, dfree))
-        clog = numpy.zeros(ncomp_max)
-        cw = numpy.zeros(ncomp_max)
-        lqc = numpy.zeros(ncomp_max)
-        for a in range(pf):
-            for m in range(M):
-                cm[0, a * M + m] = omega[s, free_rows[a], m]
-                for b in range(pf):
-                    cL[0, a * M + m, b * M + m] = Luu[a, b]
-        ncomp = 1
-        # Laplace centre: Newton from the best of the first nscan points of component 0
-        best = -math.inf
-        for j in range(nscan):
-            for i in range(dfree):
-                acc = cm[0, i]
-                for k2 in range(i + 1):
-                    acc += cL[0, i, k2] * tn[R, j, k2]
-                xt[i] = acc
-            v = {name}_psi(xt, s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Vuu_inv,
-                           logdet_Vuu, Bm, Cinv, logdetC, lk, Xall, tout, Tw, Ew, X, dv, u)
-            if v > best:
-                best = v
-                x[:] = xt
-        if best > -math.inf:
-            val = {name}_newton(x, s, hstep, Ebr, lwb, valid, omega, pars, free_rows,
-                                solved_rows, Vuu_inv, logdet_Vuu, Bm, Cinv, logdetC, lk, Xall,
-                                tout, Tw, Ew, X, dv, u, H, g, xt)
-            Lc = numpy.zeros((dfree, dfree))
-            if (val > -math.inf and numpy.all(numpy.isfinite(x)) and numpy.all(numpy.isfinite(H))
-                    and {name}_laplace_factor(H, inflate, Lc)):
-                # the mode and its images under the link's sign flips (the mixing is even
-                # in each flipped group, only the Gaussian factors break the symmetry)
-                for st in range(1 + nflip):
-                    for i in range(dfree):
-                        f = 1.0 if st == 0 else flips[st - 1, i]
-                        xt[i] = x[i] * f
-                        for k2 in range(dfree):
-                            cL[ncomp, i, k2] = Lc[i, k2] * f
-                    dup = False
-                    for c in range(1, ncomp):
-                        dlt = xt - cm[c]
-                        {name}_tril_solve(cL[c], dlt, g)
-                        if numpy.sum(g * g) < 1.0:
-                            dup = True
-                            break
-                    if dup:
-                        continue
-                    v = {name}_psi(xt, s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows,
-                                   Vuu_inv, logdet_Vuu, Bm, Cinv, logdetC, lk, Xall, tout, Tw,
-                                   Ew, X, dv, u)
-                    if v == -math.inf:
-                        continue
-                    cm[ncomp] = xt
-                    cw[ncomp] = v
-                    ncomp += 1
-        # mixture weights: prior_share on component 0, the rest by the peaks' heights
-        # (equal Laplace widths)
+    lk = numpy.empty(K)
+    Xall = numpy.zeros((K, M, r))
+    tout = numpy.empty(M * M)
+    Tw = numpy.empty((M, M))
+    Ew = numpy.empty((M, r))
+    X = numpy.empty((M, r))
+    dv = numpy.empty(r)
+    u = numpy.zeros((pf, M))
+    H = numpy.zeros((dfree, dfree))
+    g = numpy.zeros(dfree)
+    xt = numpy.zeros(dfree)
+    x = numpy.zeros(dfree)
+    z = numpy.zeros(d)
+    cm = numpy.zeros((ncomp_max, dfree))
+    cL = numpy.zeros((ncomp_max, dfree, dfree))
+    cLi = numpy.zeros((ncomp_max, dfree, dfree))
+    clog = numpy.zeros(ncomp_max)
+    cw = numpy.zeros(ncomp_max)
+    lqc = numpy.zeros(ncomp_max)
+    for a in range(pf):
+        for m in range(M):
+            cm[0, a * M + m] = omega[s, free_rows[a], m]
+            for b in range(pf):
+                cL[0, a * M + m, b * M + m] = Luu[a, b]
+    ncomp = 1
+    # Laplace centre: Newton from the best of the first nscan points of component 0
+    best = -math.inf
+    for j in range(nscan):
+        for i in range(dfree):
+            acc = cm[0, i]
+            for k2 in range(i + 1):
+                acc += cL[0, i, k2] * tn[R, j, k2]
+            xt[i] = acc
+        v = {name}_psi(xt, s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Vuu_inv,
+                       logdet_Vuu, Bm, Cinv, logdetC, lk, Xall, tout, Tw, Ew, X, dv, u)
+        if v > best:
+            best = v
+            x[:] = xt
+    if best > -math.inf:
+        val = {name}_newton(x, s, hstep, Ebr, lwb, valid, omega, pars, free_rows,
+                            solved_rows, Vuu_inv, logdet_Vuu, Bm, Cinv, logdetC, lk, Xall,
+                            tout, Tw, Ew, X, dv, u, H, g, xt)
+        Lc = numpy.zeros((dfree, dfree))
+        if (val > -math.inf and numpy.all(numpy.isfinite(x)) and numpy.all(numpy.isfinite(H))
+                and {name}_laplace_factor(H, inflate, Lc)):
+            # the mode and its images under the link's sign flips (the mixing is even
+            # in each flipped group, only the Gaussian factors break the symmetry)
+            for st in range(1 + nflip):
+                for i in range(dfree):
+                    f = 1.0 if st == 0 else flips[st - 1, i]
+                    xt[i] = x[i] * f
+                    for k2 in range(dfree):
+                        cL[ncomp, i, k2] = Lc[i, k2] * f
+                dup = False
+                for c in range(1, ncomp):
+                    dlt = xt - cm[c]
+                    {name}_tril_solve(cL[c], dlt, g)
+                    if numpy.sum(g * g) < 1.0:
+                        dup = True
+                        break
+                if dup:
+                    continue
+                v = {name}_psi(xt, s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows,
+                               Vuu_inv, logdet_Vuu, Bm, Cinv, logdetC, lk, Xall, tout, Tw,
+                               Ew, X, dv, u)
+                if v == -math.inf:
+                    continue
+                cm[ncomp] = xt
+                cw[ncomp] = v
+                ncomp += 1
+    # mixture weights: prior_share on component 0, the rest by the peaks' heights
+    # (equal Laplace widths)
+    if ncomp == 1:
+        cw[0] = 1.0
+    else:
+        top = numpy.max(cw[1:ncomp])
+        tot = 0.0
+        for c in range(1, ncomp):
+            cw[c] = math.exp(cw[c] - top)
+            tot += cw[c]
+        for c in range(1, ncomp):
+            cw[c] *= (1.0 - prior_share) / tot
+        cw[0] = prior_share
+    {name}_finish_mixture(cm, cL, cLi, clog, cw, ncomp, dfree)
+    # adaptive importance sampling: refit each peak component to the weighted points
+    # it is responsible for (moment matching, population Monte Carlo) on the extra
+    # scrambling tn[R]; a curved or skewed posterior is then covered, not missed
+    for it in range(n_adapt):
         if ncomp == 1:
-            cw[0] = 1.0
-        else:
-            top = numpy.max(cw[1:ncomp])
-            tot = 0.0
-            for c in range(1, ncomp):
-                cw[c] = math.exp(cw[c] - top)
-                tot += cw[c]
-            for c in range(1, ncomp):
-                cw[c] *= (1.0 - prior_share) / tot
-            cw[0] = prior_share
+            break
+        A0 = numpy.zeros(ncomp)
+        Asq = numpy.zeros(ncomp)
+        A1 = numpy.zeros((ncomp, dfree))
+        A2 = numpy.zeros((ncomp, dfree, dfree))
+        aref = -math.inf
+        for jc in range(Npt * ncomp):
+            j = jc // ncomp
+            c = jc - j * ncomp
+            for i in range(dfree):
+                acc = cm[c, i]
+                for k2 in range(i + 1):
+                    acc += cL[c, i, k2] * tn[R, j, k2]
+                x[i] = acc
+            tot = {name}_psi(x, s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows,
+                             Vuu_inv, logdet_Vuu, Bm, Cinv, logdetC, lk, Xall, tout, Tw,
+                             Ew, X, dv, u)
+            if tot == -math.inf:
+                continue
+            lq = {name}_mixture_logq(x, cm, cLi, clog, ncomp, lqc)
+            lw = tot - lq + math.log(cw[c])
+            if not (abs(lw) < math.inf):
+                continue
+            if lw > aref:
+                if aref > -math.inf:
+                    f = math.exp(aref - lw)
+                    A0 *= f
+                    Asq *= f * f
+                    A1 *= f
+                    A2 *= f
+                aref = lw
+            w = math.exp(lw - aref)
+            for c2 in range(1, ncomp):
+                wr = w * math.exp(lqc[c2] - lq)
+                A0[c2] += wr
+                Asq[c2] += wr * wr
+                for i in range(dfree):
+                    A1[c2, i] += wr * x[i]
+                    for k2 in range(i + 1):
+                        A2[c2, i, k2] += wr * x[i] * x[k2]
+        tot_mass = 0.0
+        for c in range(1, ncomp):
+            tot_mass += A0[c]
+        if not tot_mass > 0:
+            break
+        for c in range(1, ncomp):
+            # refit only with enough effective points (ESS >= 4 (d + 1))
+            if A0[c] <= 0 or A0[c] * A0[c] < 4.0 * (dfree + 1) * Asq[c]:
+                continue
+            mu = A1[c] / A0[c]
+            Cv = numpy.empty((dfree, dfree))
+            for i in range(dfree):
+                for k2 in range(i + 1):
+                    Cv[i, k2] = (A2[c, i, k2] / A0[c] - mu[i] * mu[k2]) * adapt_inflate ** 2
+                    Cv[k2, i] = Cv[i, k2]
+            if not numpy.all(numpy.isfinite(Cv)):
+                continue
+            if symtheory.core._moments_nb.cholesky_logdet(Cv) == -math.inf:
+                continue
+            cm[c] = mu
+            cL[c] = Cv
+        for c in range(1, ncomp):
+            cw[c] = (1.0 - prior_share) * max(A0[c], 1e-3 * tot_mass) / tot_mass
+        nrm = 0.0
+        for c in range(1, ncomp):
+            nrm += cw[c]
+        for c in range(1, ncomp):
+            cw[c] *= (1.0 - prior_share) / nrm
         {name}_finish_mixture(cm, cL, cLi, clog, cw, ncomp, dfree)
-        # adaptive importance sampling: refit each peak component to the weighted points
-        # it is responsible for (moment matching, population Monte Carlo) on the extra
-        # scrambling tn[R]; a curved or skewed posterior is then covered, not missed
-        for it in range(n_adapt):
-            if ncomp == 1:
-                break
-            A0 = numpy.zeros(ncomp)
-            Asq = numpy.zeros(ncomp)
-            A1 = numpy.zeros((ncomp, dfree))
-            A2 = numpy.zeros((ncomp, dfree, dfree))
-            aref = -math.inf
-            for jc in range(Npt * ncomp):
-                j = jc // ncomp
-                c = jc - j * ncomp
-                for i in range(dfree):
-                    acc = cm[c, i]
-                    for k2 in range(i + 1):
-                        acc += cL[c, i, k2] * tn[R, j, k2]
-                    x[i] = acc
-                tot = {name}_psi(x, s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows,
-                                 Vuu_inv, logdet_Vuu, Bm, Cinv, logdetC, lk, Xall, tout, Tw,
-                                 Ew, X, dv, u)
-                if tot == -math.inf:
+    out_comp[s] = ncomp
+    # running sums per scrambling, centred at z0 and scaled by exp(-ref)
+    S0 = numpy.zeros(R)
+    S1 = numpy.zeros((R, d))
+    S2 = numpy.zeros((R, d, d))
+    z0 = numpy.zeros(d)
+    ref = -math.inf
+    broken = False
+    for rr in range(R):
+        # every component at every point of the net (stratified mixture: the
+        # estimator stays a smooth function of the point, as QMC needs)
+        for jc in range(Npt * ncomp):
+            j = jc // ncomp
+            c = jc - j * ncomp
+            for i in range(dfree):
+                acc = cm[c, i]
+                for k2 in range(i + 1):
+                    acc += cL[c, i, k2] * tn[rr, j, k2]
+                x[i] = acc
+            tot = {name}_psi(x, s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows,
+                             Vuu_inv, logdet_Vuu, Bm, Cinv, logdetC, lk, Xall, tout,
+                             Tw, Ew, X, dv, u)
+            if tot == -math.inf:
+                continue
+            lq = {name}_mixture_logq(x, cm, cLi, clog, ncomp, lqc)
+            for k in range(K):
+                if lk[k] == -math.inf:
                     continue
-                lq = {name}_mixture_logq(x, cm, cLi, clog, ncomp, lqc)
-                lw = tot - lq + math.log(cw[c])
-                if not (abs(lw) < math.inf):
+                lw = lk[k] - lq + math.log(cw[c])
+                if not (lw < math.inf) or lw != lw:
+                    broken = True
                     continue
-                if lw > aref:
-                    if aref > -math.inf:
-                        f = math.exp(aref - lw)
-                        A0 *= f
-                        Asq *= f * f
-                        A1 *= f
-                        A2 *= f
-                    aref = lw
-                w = math.exp(lw - aref)
-                for c2 in range(1, ncomp):
-                    wr = w * math.exp(lqc[c2] - lq)
-                    A0[c2] += wr
-                    Asq[c2] += wr * wr
-                    for i in range(dfree):
-                        A1[c2, i] += wr * x[i]
-                        for k2 in range(i + 1):
-                            A2[c2, i, k2] += wr * x[i] * x[k2]
-            tot_mass = 0.0
-            for c in range(1, ncomp):
-                tot_mass += A0[c]
-            if not tot_mass > 0:
-                break
-            for c in range(1, ncomp):
-                # refit only with enough effective points (ESS >= 4 (d + 1))
-                if A0[c] <= 0 or A0[c] * A0[c] < 4.0 * (dfree + 1) * Asq[c]:
-                    continue
-                mu = A1[c] / A0[c]
-                Cv = numpy.empty((dfree, dfree))
-                for i in range(dfree):
-                    for k2 in range(i + 1):
-                        Cv[i, k2] = (A2[c, i, k2] / A0[c] - mu[i] * mu[k2]) * adapt_inflate ** 2
-                        Cv[k2, i] = Cv[i, k2]
-                if not numpy.all(numpy.isfinite(Cv)):
-                    continue
-                if symtheory.core._moments_nb.cholesky_logdet(Cv) == -math.inf:
-                    continue
-                cm[c] = mu
-                cL[c] = Cv
-            for c in range(1, ncomp):
-                cw[c] = (1.0 - prior_share) * max(A0[c], 1e-3 * tot_mass) / tot_mass
-            nrm = 0.0
-            for c in range(1, ncomp):
-                nrm += cw[c]
-            for c in range(1, ncomp):
-                cw[c] *= (1.0 - prior_share) / nrm
-            {name}_finish_mixture(cm, cL, cLi, clog, cw, ncomp, dfree)
-        out_comp[s] = ncomp
-        # running sums per scrambling, centred at z0 and scaled by exp(-ref)
-        S0 = numpy.zeros(R)
-        S1 = numpy.zeros((R, d))
-        S2 = numpy.zeros((R, d, d))
-        z0 = numpy.zeros(d)
-        ref = -math.inf
-        broken = False
-        for rr in range(R):
-            # every component at every point of the net (stratified mixture: the
-            # estimator stays a smooth function of the point, as QMC needs)
-            for jc in range(Npt * ncomp):
-                j = jc // ncomp
-                c = jc - j * ncomp
-                for i in range(dfree):
-                    acc = cm[c, i]
-                    for k2 in range(i + 1):
-                        acc += cL[c, i, k2] * tn[rr, j, k2]
-                    x[i] = acc
-                tot = {name}_psi(x, s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows,
-                                 Vuu_inv, logdet_Vuu, Bm, Cinv, logdetC, lk, Xall, tout,
-                                 Tw, Ew, X, dv, u)
-                if tot == -math.inf:
-                    continue
-                lq = {name}_mixture_logq(x, cm, cLi, clog, ncomp, lqc)
-                for k in range(K):
-                    if lk[k] == -math.inf:
-                        continue
-                    lw = lk[k] - lq + math.log(cw[c])
-                    if not (lw < math.inf) or lw != lw:
-                        broken = True
-                        continue
-                    for a in range(pf):
-                        for m in range(M):
-                            z[free_rows[a] * M + m] = x[a * M + m]
-                    for q in range(r):
-                        for m in range(M):
-                            z[solved_rows[q] * M + m] = Xall[k, m, q]
-                    if ref == -math.inf:
-                        ref = lw
-                        z0[:] = z
-                    if lw > ref:
-                        f = math.exp(ref - lw)
-                        S0 *= f
-                        S1 *= f
-                        S2 *= f
-                        ref = lw
-                    w = math.exp(lw - ref)
-                    S0[rr] += w
-                    for a in range(d):
-                        za = z[a] - z0[a]
-                        S1[rr, a] += w * za
-                        for b in range(a + 1):
-                            S2[rr, a, b] += w * za * (z[b] - z0[b])
-        # pooled estimate and the spread of the R per-scrambling estimates
-        T0 = numpy.sum(S0)
-        if not (T0 > 0) or ref == -math.inf:
-            out_logZ[s] = -math.inf
-            out_mean[s] = numpy.nan
-            out_cov[s] = numpy.nan
-            out_err[s] = math.inf
-            continue
-        nq = Npt
-        out_logZ[s] = ref + math.log(T0 / (R * nq))
-        mu = numpy.zeros(d)
-        for a in range(d):
-            mu[a] = numpy.sum(S1[:, a]) / T0
-            out_mean[s, a] = z0[a] + mu[a]
-        for a in range(d):
-            for b in range(a + 1):
-                v = numpy.sum(S2[:, a, b]) / T0 - mu[a] * mu[b]
-                out_cov[s, a, b] = v
-                out_cov[s, b, a] = v
-        # error: sample standard deviation of the per-scrambling moments / sqrt(R), x t_95
-        err = 0.0
-        if numpy.min(S0) <= 0 or broken:
-            err = math.inf
-        else:
-            nmom = 1 + d + d * (d + 1) // 2
-            est = numpy.empty((R, nmom))
-            for rr in range(R):
-                est[rr, 0] = math.log(S0[rr])
-                k = 1
+                for a in range(pf):
+                    for m in range(M):
+                        z[free_rows[a] * M + m] = x[a * M + m]
+                for q in range(r):
+                    for m in range(M):
+                        z[solved_rows[q] * M + m] = Xall[k, m, q]
+                if ref == -math.inf:
+                    ref = lw
+                    z0[:] = z
+                if lw > ref:
+                    f = math.exp(ref - lw)
+                    S0 *= f
+                    S1 *= f
+                    S2 *= f
+                    ref = lw
+                w = math.exp(lw - ref)
+                S0[rr] += w
                 for a in range(d):
-                    est[rr, k] = (S1[rr, a] / S0[rr]) / sd[a]
-                    k += 1
-                for a in range(d):
+                    za = z[a] - z0[a]
+                    S1[rr, a] += w * za
                     for b in range(a + 1):
-                        est[rr, k] = (S2[rr, a, b] / S0[rr] - S1[rr, a] * S1[rr, b] / (S0[rr] * S0[rr])) / (sd[a] * sd[b])
-                        k += 1
-            for k in range(nmom):
-                mk = numpy.mean(est[:, k])
-                var = numpy.sum((est[:, k] - mk) ** 2) / (R - 1)
-                err = max(err, tcrit * math.sqrt(var / R))
-        out_err[s] = err
+                        S2[rr, a, b] += w * za * (z[b] - z0[b])
+    # pooled estimate and the spread of the R per-scrambling estimates
+    T0 = numpy.sum(S0)
+    if not (T0 > 0) or ref == -math.inf:
+        out_logZ[s] = -math.inf
+        out_mean[s] = numpy.nan
+        out_cov[s] = numpy.nan
+        out_err[s] = math.inf
+        return
+    nq = Npt
+    out_logZ[s] = ref + math.log(T0 / (R * nq))
+    mu = numpy.zeros(d)
+    for a in range(d):
+        mu[a] = numpy.sum(S1[:, a]) / T0
+        out_mean[s, a] = z0[a] + mu[a]
+    for a in range(d):
+        for b in range(a + 1):
+            v = numpy.sum(S2[:, a, b]) / T0 - mu[a] * mu[b]
+            out_cov[s, a, b] = v
+            out_cov[s, b, a] = v
+    # error: sample standard deviation of the per-scrambling moments / sqrt(R), x t_95
+    err = 0.0
+    if numpy.min(S0) <= 0 or broken:
+        err = math.inf
+    else:
+        nmom = 1 + d + d * (d + 1) // 2
+        est = numpy.empty((R, nmom))
+        for rr in range(R):
+            est[rr, 0] = math.log(S0[rr])
+            k = 1
+            for a in range(d):
+                est[rr, k] = (S1[rr, a] / S0[rr]) / sd[a]
+                k += 1
+            for a in range(d):
+                for b in range(a + 1):
+                    est[rr, k] = (S2[rr, a, b] / S0[rr] - S1[rr, a] * S1[rr, b] / (S0[rr] * S0[rr])) / (sd[a] * sd[b])
+                    k += 1
+        for k in range(nmom):
+            mk = numpy.mean(est[:, k])
+            var = numpy.sum((est[:, k] - mk) ** 2) / (R - 1)
+            err = max(err, tcrit * math.sqrt(var / R))
+    out_err[s] = err
+
+
+@numba.njit(cache=True, parallel=True)
+def {name}_rqmc(Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu, Vuu_inv,
+                logdet_Vuu, Bm, Cinv, logdetC, flips, tn, nscan, inflate, prior_share, n_adapt,
+                adapt_inflate, hstep, tcrit, sd, out_logZ, out_mean, out_cov, out_err, out_comp):
+    for s in numba.prange(omega.shape[0]):
+        {name}_rqmc_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu, Vuu_inv,
+                        logdet_Vuu, Bm, Cinv, logdetC, flips, tn, nscan, inflate, prior_share,
+                        n_adapt, adapt_inflate, hstep, tcrit, sd, out_logZ, out_mean, out_cov,
+                        out_err, out_comp)
 '''
 
 
