@@ -258,6 +258,16 @@ def {name}_tril_solve(L, b, out):
 
 
 @numba.njit(cache=True)
+def {name}_place(cm, cL, c, t, x):
+    """x = m_c + L_c t: the point of component c at the standard normal node t."""
+    for i in range(x.shape[0]):
+        acc = cm[c, i]
+        for k in range(i + 1):
+            acc += cL[c, i, k] * t[k]
+        x[i] = acc
+
+
+@numba.njit(cache=True)
 def {name}_finish_mixture(cm, cL, cLi, clog, cw, ncomp, dfree):
     """log(weight / det) and the inverse Cholesky factor of every component."""
     e = numpy.zeros(dfree)
@@ -300,11 +310,11 @@ def {name}_laplace_factor(H, inflate, Lc):
 
 @numba.njit(cache=True)
 def {name}_rqmc_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu, Vuu_inv,
-                logdet_Vuu, Bm, Cinv, logdetC, flips, tn, nscan, inflate, prior_share, n_adapt,
-                adapt_inflate, hstep, tcrit, sd, out_logZ, out_mean, out_cov, out_err, out_comp):
+                    logdet_Vuu, Bm, Cinv, logdetC, flips, tn, nscan, inflate, prior_share,
+                    n_adapt, adapt_inflate, hstep, tcrit, sd, out_logZ, out_mean, out_cov,
+                    out_err, out_comp):
     """One sample of the driver below (a plain function: the parallel loop only
     dispatches, so no allocation in it can be hoisted and shared between threads)."""
-    n = omega.shape[0]
     P = omega.shape[1]
     M = omega.shape[2]
     pf = free_rows.shape[0]
@@ -344,11 +354,7 @@ def {name}_rqmc_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu
     # Laplace centre: Newton from the best of the first nscan points of component 0
     best = -math.inf
     for j in range(nscan):
-        for i in range(dfree):
-            acc = cm[0, i]
-            for k2 in range(i + 1):
-                acc += cL[0, i, k2] * tn[R, j, k2]
-            xt[i] = acc
+        {name}_place(cm, cL, 0, tn[R, j], xt)
         v = {name}_psi(xt, s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Vuu_inv,
                        logdet_Vuu, Bm, Cinv, logdetC, lk, Xall, tout, Tw, Ew, X, dv, u)
         if v > best:
@@ -414,11 +420,7 @@ def {name}_rqmc_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu
         for jc in range(Npt * ncomp):
             j = jc // ncomp
             c = jc - j * ncomp
-            for i in range(dfree):
-                acc = cm[c, i]
-                for k2 in range(i + 1):
-                    acc += cL[c, i, k2] * tn[R, j, k2]
-                x[i] = acc
+            {name}_place(cm, cL, c, tn[R, j], x)
             tot = {name}_psi(x, s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows,
                              Vuu_inv, logdet_Vuu, Bm, Cinv, logdetC, lk, Xall, tout, Tw,
                              Ew, X, dv, u)
@@ -488,11 +490,7 @@ def {name}_rqmc_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu
         for jc in range(Npt * ncomp):
             j = jc // ncomp
             c = jc - j * ncomp
-            for i in range(dfree):
-                acc = cm[c, i]
-                for k2 in range(i + 1):
-                    acc += cL[c, i, k2] * tn[rr, j, k2]
-                x[i] = acc
+            {name}_place(cm, cL, c, tn[rr, j], x)
             tot = {name}_psi(x, s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows,
                              Vuu_inv, logdet_Vuu, Bm, Cinv, logdetC, lk, Xall, tout,
                              Tw, Ew, X, dv, u)
