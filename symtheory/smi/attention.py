@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from ..glm.deep_posterior import LaplaceQMCModel
 from ..glm.multi_index import DeterministicReduction, MultiIndexModel
 from ..core.validate import ParameterError, integer, real
 
@@ -107,5 +108,8 @@ def deep_attention(depth: int = 2, seq_len: int = 2, rank: int = 1, skip: float 
             observed = tuple((m, m) for m in range(M))
         reduction = DeterministicReduction(solved_rows=groups[-1], mixing=T_L, E=Esym,
                                            head=head, observed=observed, features=features)
-    return MultiIndexModel(name, Z, y, params={SKIP: c, BETA: b}, row_groups=groups,
-                    reduction=reduction, description=desc)
+    # depth >= 3: the reduced integral has (L - 1) r M axes; integrate it by the
+    # Laplace-centred RQMC rule (glm.deep_posterior) instead of a tensor rule
+    cls = LaplaceQMCModel if (reduction is not None and L >= 3) else MultiIndexModel
+    return cls(name, Z, y, params={SKIP: c, BETA: b}, row_groups=groups,
+               reduction=reduction, description=desc)

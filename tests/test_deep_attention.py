@@ -1,0 +1,141 @@
+"""Laplace-centred RQMC posterior rule for deep reduced links (glm/deep_posterior.py).
+
+Independent paths: at depth 2 the reduced integral is 2-D, so a dense trapezoid tensor
+rule (``TensorRule('uniform', 301, 7)``, the brute force of smi.md 10.2) is cheap and
+converges also when the last layer is nearly known; at depth 3 (4-D) the tensor
+Gauss-Hermite path of :class:`ReducedChannel` (its own generated driver) is the
+reference where it converges (overlap 0).  Both references report their own error
+(change against a coarser rule), which is added to the RQMC rule's 95% half-width.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from symtheory.core.linalg import psd_sqrt
+from symtheory.core.quadrature import TensorRule
+from symtheory.core.validate import ParameterError
+from symtheory.glm.deep_posterior import LaplaceQMCChannel, LaplaceQMCModel, LaplaceQMCRule
+from symtheory.smi.attention import deep_attention
+
+
+@pytest.fixture(scope="module")
+def depth2():
+    return deep_attention(2, 2, 1, 1.0)
+
+
+@pytest.fixture(scope="module")
+def depth2_qmc(depth2):
+    """The Laplace-RQMC channel of the depth-2 model (built once: SymPy solves the
+    inversion at construction)."""
+    return LaplaceQMCChannel(depth2)
+
+
+@pytest.fixture(scope="module")
+def depth3():
+    return deep_attention(3, 2, 1, 1.0)
+
+
+def _samples(model, Q, n, seed):
+    """``(y, omega, V)`` of ``n`` teacher samples at overlap ``Q`` (smi.md 6)."""
+    rng = np.random.default_rng(seed)
+    P, M = model.P, model.M
+    V = np.eye(P) - Q
+    xi, eta = rng.standard_normal((2, n, P, M))
+    omega = np.einsum("ab,sbm->sam", psd_sqrt(Q), xi)
+    Z = omega + np.einsum("ab,sbm->sam", psd_sqrt(V), eta)
+    return model.g(Z).reshape(n, -1), omega, V
+
+
+def _natural_diff(a, b, V, M):
+    """Per-sample largest difference of (log Z, E[z], Cov) in natural units."""
+    sd = np.sqrt(np.repeat(np.diag(V), M))
+    n = len(a[0])
+    d_log = np.abs(a[0] - b[0])
+    d_mean = np.abs(a[1].reshape(n, -1) - b[1].reshape(n, -1)) / sd
+    d_cov = np.abs(a[2] - b[2]) / np.outer(sd, sd)
+    return np.maximum(d_log, np.maximum(d_mean.max(1), d_cov.reshape(n, -1).max(1)))
+
+
+def test_deep_attention_picks_the_rule(depth2, depth3):
+    assert isinstance(depth3, LaplaceQMCModel) and not isinstance(depth2, LaplaceQMCModel)
+    assert isinstance(depth3.channel(), LaplaceQMCChannel)
+    # an explicit tensor rule keeps today's Gauss-Hermite path
+    assert not isinstance(depth3.channel(rule=TensorRule("gauss-hermite", 4)), LaplaceQMCChannel)
+
+
+@pytest.mark.parametrize("kw", [dict(tol=0.0), dict(points=100), dict(scrambles=2),
+                                dict(inflate=0.5), dict(prior_share=1.0),
+                                dict(points=64, max_points=32)])
+def test_bad_rule_raises(kw):
+    with pytest.raises(ParameterError):
+        LaplaceQMCRule(**kw)
+
+
+@settings(max_examples=4, deadline=None)
+@given(q2=st.sampled_from([0.0, 0.5, 0.9, 0.98]), q1=st.floats(0.0, 0.6),
+       seed=st.integers(0, 10_000))
+def test_depth2_against_dense_trapezoid(depth2, depth2_qmc, q2, q1, seed):
+    """Includes a nearly known last layer (q2 = 0.98: C_{h|u} = 0.02), where Gauss-Hermite
+    over the prior is off by percents (smi.md 10.2)."""
+    Q = np.diag([q1, q2])
+    y, omega, V = _samples(depth2, Q, 3, seed)
+    qmc = depth2_qmc.configured(rule=LaplaceQMCRule(tol=2e-3, max_points=16384))
+    got = qmc.moments(y, omega, V)
+    err = qmc.last_accuracy.error
+    ref_ch = depth2.channel(rule=TensorRule("uniform", 301, 7.0))
+    ref = ref_ch.moments(y, omega, V)
+    ref_err = ref_ch.last_accuracy.error
+    diff = _natural_diff(got, ref, V, depth2.M)
+    # the trapezoid rule is spectrally accurate: its change vs 151 nodes bounds its error;
+    # the RQMC half-width is a 95% bound, so 2x it fails by chance with probability << 1%
+    assert np.all(ref_err < 1e-3), ref_err
+    assert np.all(diff <= 2 * err + ref_err + 1e-9), (diff, err, ref_err)
+
+
+def test_depth3_against_tensor_gauss_hermite(depth3):
+    """At the prior (Q = 0) the 4-D tensor Gauss-Hermite rule converges (its change vs
+    15 nodes per axis is ~1e-3); the two generated drivers share no code but the link."""
+    y, omega, V = _samples(depth3, np.zeros((3, 3)), 2, 7)
+    qmc = depth3.channel(rule=LaplaceQMCRule(tol=2e-3))
+    got = qmc.moments(y, omega, V)
+    gh = depth3.channel(rule=TensorRule("gauss-hermite", 24))
+    ref = gh.moments(y, omega, V)
+    diff = _natural_diff(got, ref, V, depth3.M)
+    bound = 2 * qmc.last_accuracy.error + gh.last_accuracy.error
+    assert np.all(diff <= bound), (diff, qmc.last_accuracy.error, gh.last_accuracy.error)
+
+
+def test_even_symmetry_at_zero_mean(depth3):
+    """smi.md 13.6: at omega = 0 the posterior mean of every layer is 0 and cross-layer
+    covariances vanish; the rule is not symmetric by construction (one Laplace centre +
+    reflections, random scramblings), so this checks it within its own error."""
+    y, _, V = _samples(depth3, np.zeros((3, 3)), 3, 3)
+    omega = np.zeros((3, 3, 2))
+    ch = depth3.channel(rule=LaplaceQMCRule(tol=2e-3))
+    _, mean, cov = ch.moments(y, omega, V)
+    err = ch.last_accuracy.error
+    assert np.all(np.abs(mean).reshape(3, -1).max(1) <= 2 * err)
+    C = cov.reshape(3, 3, 2, 3, 2)
+    cross = max(np.abs(C[:, a, :, b, :]).max() for a in range(3) for b in range(3) if a != b)
+    assert cross <= 2 * err.max()
+
+
+def test_error_estimate_covers_the_truth(depth2, depth2_qmc):
+    """Over independent randomizations the reported 95% half-width must cover the actual
+    error (vs the dense trapezoid reference) in most cases: >= 15 of 20 (binomial with
+    p = 0.95 gives fewer than 15 with probability 3e-4)."""
+    y, omega, V = _samples(depth2, np.diag([0.2, 0.9]), 1, 11)
+    ref = depth2.channel(rule=TensorRule("uniform", 301, 7.0)).moments(y, omega, V)
+    covered = 0
+    warnings.simplefilter("ignore", RuntimeWarning)     # 256 points miss the default tol
+    for seed in range(20):
+        rule = LaplaceQMCRule(points=256, max_points=256, seed=seed)
+        ch = depth2_qmc.configured(rule=rule)
+        got = ch.moments(y, omega, V)
+        covered += int(_natural_diff(got, ref, V, depth2.M)[0] <= ch.last_accuracy.error[0])
+    assert covered >= 15, covered
