@@ -23,6 +23,11 @@ from symtheory.glm.deep_posterior import LaplaceQMCChannel, LaplaceQMCModel, Lap
 from symtheory.smi.attention import deep_attention
 
 
+# the rule's prange kernels compile for minutes on a cold cache (2 cores): the checks
+# that evaluate it run with -m slow; rule selection and validation run by default
+SLOW = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def depth2():
     return deep_attention(2, 2, 1, 1.0)
@@ -76,6 +81,7 @@ def test_bad_rule_raises(kw):
         LaplaceQMCRule(**kw)
 
 
+@SLOW
 @settings(max_examples=4, deadline=None)
 @given(q2=st.sampled_from([0.0, 0.5, 0.9, 0.98]), q1=st.floats(0.0, 0.6),
        seed=st.integers(0, 10_000))
@@ -97,6 +103,7 @@ def test_depth2_against_dense_trapezoid(depth2, depth2_qmc, q2, q1, seed):
     assert np.all(diff <= 2 * err + ref_err + 1e-9), (diff, err, ref_err)
 
 
+@SLOW
 def test_depth3_against_tensor_gauss_hermite(depth3):
     """At the prior (Q = 0) the 4-D tensor Gauss-Hermite rule converges (its change vs
     15 nodes per axis is ~1e-3); the two generated drivers share no code but the link."""
@@ -110,6 +117,7 @@ def test_depth3_against_tensor_gauss_hermite(depth3):
     assert np.all(diff <= bound), (diff, qmc.last_accuracy.error, gh.last_accuracy.error)
 
 
+@SLOW
 def test_even_symmetry_at_zero_mean(depth3):
     """smi.md 13.6: at omega = 0 the posterior mean of every layer is 0 and cross-layer
     covariances vanish; the rule is not symmetric by construction (one Laplace centre +
@@ -125,6 +133,7 @@ def test_even_symmetry_at_zero_mean(depth3):
     assert cross <= 2 * err.max()
 
 
+@SLOW
 def test_error_estimate_covers_the_truth(depth2, depth2_qmc):
     """Over independent randomizations the reported 95% half-width must cover the actual
     error (vs the dense trapezoid reference) in most cases: >= 15 of 20 (binomial with
