@@ -234,7 +234,13 @@ def low_rank():
     phys = [r for r in fps if 0 <= r.subs(sample).evalf() <= 1]
     if len(phys) != 1:
         raise RuntimeError("low-rank beta -> infinity: could not select the overlap root")
-    return {"q_of_h": q_of_h, "v_of_h": sp.factor(1 - q_of_h), "q_u": nontrivial[0][qu], "q_v": nontrivial[0][qv],
+    # 1 - q_u q_v = (1 - q_u) + q_u (1 - q_v): each 1 - q_. factored has no cancellation
+    # and no h^3 (the single fraction 1 - q overflows to inf/inf for h ~ 1e103)
+    one_minus_qu = sp.factor(1 - nontrivial[0][qu])
+    one_minus_qv = sp.factor(1 - nontrivial[0][qv])
+    v_stable = one_minus_qu + (1 - one_minus_qu) * one_minus_qv
+    return {"q_of_h": q_of_h, "v_of_h": sp.factor(1 - q_of_h), "v_of_h_stable": v_stable,
+            "q_u": nontrivial[0][qu], "q_v": nontrivial[0][qv],
             "alpha_weak": alpha_weak, "alpha_strong": alpha_strong, "q_inf_of_h": q_inf,
             "q_beta_inf": sp.simplify(phys[0])}
 

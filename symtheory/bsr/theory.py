@@ -85,6 +85,9 @@ ANCHOR_GOOD_RTOL = 1e-9
 # and units of rounding of the cancelling sum D - c1 I1 - c2 I2
 DRIFT_FACTOR = 8.0
 ROUNDING_FACTOR = 64.0
+# relative accuracy assumed of a quadrature value at best (its integrand comes from
+# quartic roots): the change between tanh-sinh levels can fall below it
+QUADRATURE_FLOOR = 256 * EPS
 # beyond this drift of the mass or second moment the density is wrong, not inaccurate
 DRIFT_MAX = 1e-7
 
@@ -164,7 +167,7 @@ class BSRTheory:
                                          doc="quadratic for G'(0) = -int mu/x^2 (negative root)"))
         self.alpha_pr_kernel = k(Kernel("bsr_alpha_pr", (M.t, M.rho), [M.alpha_pr_formula()],
                                         doc="perfect-recovery threshold rho(1+beta-rho)/beta"))
-        self.low_rank_v = k(Kernel("bsr_low_rank_v", (M.h, M.t), [lr["v_of_h"]],
+        self.low_rank_v = k(Kernel("bsr_low_rank_v", (M.h, M.t), [lr["v_of_h_stable"]],
                                    doc="low-rank error 1 - q(h) on the nontrivial branch"))
         self.low_rank_weak = k(Kernel("bsr_low_rank_alpha_weak", (M.t, M.delta), [lr["alpha_weak"]],
                                       doc="low-rank weak-recovery threshold"))
@@ -206,17 +209,28 @@ class BSRTheory:
         return D * (y0 + quadratic_roots(*self.mmse_inf_shifted[key](rho, D))[0])
 
     def ridge_error(self, alpha, delta) -> float:
-        """Largest root of the ridge quadratic (bsr.md 8)."""
-        return max(0.0, quadratic_roots(*self.ridge_quadratic(alpha, delta))[1])
+        """Largest root of the ridge quadratic (bsr.md 8).  It is ``1 - F`` with the
+        overlap map ``F`` in ``[0, 1)``, so in ``[0, 1]``; the cancellation-free root
+        can leave that interval by an ulp of rounding only, which is removed."""
+        root = quadratic_roots(*self.ridge_quadratic(alpha, delta))[1]
+        return min(max(root, 0.0), 1.0)
 
     def origin_integral(self, t, rho, D) -> float:
         """``int mu/x^2 = -G'(0)``: minus the negative root of the derived quadratic."""
         return -quadratic_roots(*self.origin_quadratic(t, rho, D))[0]
 
     def low_rank_error(self, h, beta) -> float:
-        """Low-rank denoising error ``1 - q_u q_v`` at SNR ``h`` (bsr.md 10)."""
+        """Low-rank denoising error ``1 - q_u q_v`` at SNR ``h`` (bsr.md 10): 1 below
+        the weak-recovery point ``h (1 + beta) = sqrt(beta)``; beyond ``h (1 + beta) =
+        1e140`` (where ``h^2`` terms overflow) its leading term ``c/h``, ``c`` the
+        derived ``lim h (1 - q)`` (relative error ~ 1/h)."""
         t = math.sqrt(beta)
-        return float(self.low_rank_v(h, t)[0]) if h * (1 + beta) > t else 1.0
+        x = h * (1 + beta)
+        if not x > t:
+            return 1.0
+        if x > 1e140:
+            return self.low_rank_strong / h
+        return float(self.low_rank_v(h, t)[0])
 
     # ---------------------------------------------------------------- spectral path
     def spectral(self, t, rho, D) -> MMSEEstimate:
@@ -246,7 +260,8 @@ class BSRTheory:
             return MMSEEstimate(math.nan, math.inf, "spectral",
                                 f"spectral path lost mass: relative drift {drift:.2g}")
         terms = np.abs(coeffs * ints)
-        error = sum(abs(coeffs[i]) * (errs[i] + DRIFT_FACTOR * drift * abs(ints[i]))
+        error = sum(abs(coeffs[i]) * (errs[i] + (DRIFT_FACTOR * drift + QUADRATURE_FLOOR)
+                                      * abs(ints[i]))
                     for i in self.quadrature_indices)
         error += ROUNDING_FACTOR * EPS * (abs(D) + float(terms.sum()) + abs(value))
         if not (math.isfinite(value) and math.isfinite(error)):
@@ -324,12 +339,14 @@ def _extrapolate(s, anchors, lead, p, method) -> MMSEEstimate:
     """``f(s) = lead(s) + C s^p + o(s^p)`` as ``s -> 0``, from anchor estimates.
 
     ``anchors`` are ``(s_i, estimate_i)`` ordered towards the limit (``s_0 > s_1 > ...
-    > s``, a decade apart).  ``C`` is read off at each; they must agree within
-    :data:`ANCHOR_AGREEMENT` (plus their own errors) over all the anchors, or the
-    expansion is not asymptotic there (a crossover can mimic the exponent ``p`` at one
-    point, not over two decades) and the extrapolation is refused (infinite error).
-    The nearest ``C`` is used; twice the largest disagreement times ``s^p``, plus the
-    anchors' errors scaled by ``(s/s_i)^p``, bounds the neglected terms.
+    > s``, a decade apart).  ``C`` is read off at each.  At least two anchors must
+    resolve it (error below :data:`ANCHOR_AGREEMENT` of the correction: an anchor whose
+    error hides the correction measures nothing), the resolved values must agree
+    within :data:`ANCHOR_AGREEMENT`, and the others within their errors -- otherwise
+    the expansion is not asymptotic there (a crossover can mimic the exponent ``p`` at
+    one point, not over the anchors) and the extrapolation is refused (infinite
+    error).  The nearest resolved ``C`` is used; twice the largest disagreement times
+    ``s^p``, plus the anchors' errors scaled by ``(s/s_i)^p``, bounds the neglected terms.
     """
     cs, dcs = [], []
     for si, ei in anchors:
@@ -337,15 +354,20 @@ def _extrapolate(s, anchors, lead, p, method) -> MMSEEstimate:
             return MMSEEstimate(math.nan, math.inf, method, f"anchor at {si:g} not accurate")
         cs.append((ei.value - lead(si)) / si**p)
         dcs.append(ei.error / si**p)
-    c = cs[-1]
-    spread = max(abs(ci - c) for ci in cs)
-    if spread > ANCHOR_AGREEMENT * abs(c) + 2 * sum(dcs):
+    resolved = [i for i, (ci, dc) in enumerate(zip(cs, dcs)) if dc <= ANCHOR_AGREEMENT * abs(ci)]
+    if len(resolved) < 2:
+        return MMSEEstimate(math.nan, math.inf, method, "anchors do not resolve the correction")
+    c = cs[resolved[-1]]
+    spread = max(abs(cs[i] - c) for i in resolved)
+    noise = 2 * sum(dcs[i] for i in resolved)
+    if spread > ANCHOR_AGREEMENT * abs(c) + noise or any(
+            abs(ci - c) > spread + 2 * dc + noise for ci, dc in zip(cs, dcs)):
         return MMSEEstimate(math.nan, math.inf, method,
                             f"anchors disagree (C = {', '.join(f'{ci:.6g}' for ci in cs)}): "
                             f"not asymptotic")
     sp_ = s**p
     value = lead(s) + c * sp_
-    error = sp_ * (2 * spread + 2 * sum(dcs)) + 8 * EPS * abs(value)
+    error = sp_ * (2 * spread + noise) + 8 * EPS * abs(value)
     return MMSEEstimate(value, error, method)
 
 
@@ -764,14 +786,16 @@ def low_rank_point(alpha_lr, beta, delta=0.0) -> LowRankPoint:
     a_weak = float(th.low_rank_weak(t, delta)[0])
 
     def err(v):  # 1 - q(h(v)), computed without cancellation
-        hh = a / (delta + v)
-        return float(th.low_rank_v(hh, t)[0]) if hh * (1 + beta) > t else 1.0
+        return th.low_rank_error(a / (delta + v), beta)
 
     if a <= a_weak:
         return LowRankPoint(a, beta, delta, 1.0, 0.0, a_weak, True, 0, 0.0)
     if delta == 0 and a >= th.low_rank_strong * (1 - ALPHA_PR_RTOL):
         return LowRankPoint(a, beta, delta, 0.0, 1.0, a_weak, True, 0, 0.0)
-    res = positive_fixed_point(err, 1.0, xtol=1e-15, name=f"low-rank overlap at alpha_lr={a}")
+    # the root can be as small as ~ Delta/alpha_lr: lower bracket ends down to the
+    # smallest normal float
+    res = positive_fixed_point(err, 1.0, lows=tuple(10.0 ** -k for k in range(1, 308)),
+                               xtol=TINY, name=f"low-rank overlap at alpha_lr={a}")
     v = float(res.value)
     return LowRankPoint(a, beta, delta, v, 1 - v, a_weak, res.converged, res.iterations,
                         res.residual)
