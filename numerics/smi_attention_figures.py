@@ -54,7 +54,7 @@ def main():
     rule = TensorRule("gauss-hermite", 30)
     params = dict(model=model.description, d=d, seeds=seeds, se_samples=samples,
                   quadrature="gauss-hermite 30", se_alphas=se_alphas, gamp_alphas=gamp_alphas,
-                  gamp=dict(damping=1.0, init_scale=0.1, max_iter=iters),
+                  gamp=dict(damping=0.0, init_scale=0.1, max_iter=iters),
                   reference_regularization=1e-3)
     write_params(out, params)
 

@@ -61,6 +61,7 @@ def test_precision_prints_the_requested_digits(capsys):
     assert len(row["mmse"].split(".")[1]) == 20          # 20 significant digits (0.59...)
     assert row["mmse"].startswith("0.5902453914318674")
     assert float(row["digits_confirmed"]) >= 20
+    assert_columns_described(["bsr", "theory"], list(row))
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -85,3 +86,229 @@ def test_installed_entry_point_runs():
                           "--beta", "1", "--rho", "0.2", "--quiet"], capture_output=True, text=True,
                          check=True).stdout
     assert out.splitlines()[0].startswith("alpha,")
+
+
+# ------------------------------------------------------------------ conventions
+def test_version(capsys):
+    import symtheory
+
+    code, out, _ = run(["--version"], capsys)
+    assert code == 0 and out.strip() == f"symtheory {symtheory.__version__}"
+
+
+@pytest.mark.parametrize("argv,verbose", [
+    (["-v", "bsr", "mnne-threshold", "--beta", "2", "--rho", "0.3"], True),
+    (["bsr", "-v", "mnne-threshold", "--beta", "2", "--rho", "0.3"], True),
+    (["bsr", "mnne-threshold", "--beta", "2", "--rho", "0.3", "--verbose"], True),
+    (["smi", "error", "--overlap", "0.5", "-v"], True),
+    (["cache", "info", "-v"], True),
+    (["bsr", "mnne-threshold", "--beta", "2", "--rho", "0.3"], False),
+])
+def test_verbose_before_or_after_the_subcommand(argv, verbose):
+    from symtheory.cli import build_parser
+
+    assert build_parser().parse_args(argv).verbose is verbose
+
+
+def _subcommands(parser, path=()):
+    import argparse
+
+    yield path, parser
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, child in a.choices.items():
+                yield from _subcommands(child, path + (name,))
+
+
+def test_every_option_has_help_and_every_task_a_description():
+    from symtheory.cli import build_parser
+
+    missing = []
+    for path, p in _subcommands(build_parser()):
+        assert p.format_help()           # renders ('%' in a help text would raise here)
+        if path[:1] == ("cache",):       # the cache subcommand belongs to the cache module
+            continue
+        for a in p._actions:
+            if not a.help or not a.help.strip():
+                missing.append(f"{' '.join(path)} {a.option_strings or a.dest}")
+        if len(path) == 2:
+            assert "Columns" in p.description and "alpha = n/" in p.description, path
+    assert not missing, missing
+
+
+def test_building_the_parser_imports_no_numerics():
+    code = ("import sys, io, contextlib; from symtheory.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    codes = [main(['--help']), main(['bsr', 'theory', '--help']), "
+            "main(['smi', 'se', '--help'])]\n"
+            "print(codes, [m for m in ('numpy', 'sympy', 'numba', 'scipy', 'matplotlib') "
+            "if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.strip() == "[0, 0, 0] []", out.stdout + out.stderr
+
+
+def test_bsr_help_states_the_normalization(capsys):
+    code, out, _ = run(["bsr", "theory", "--help"], capsys)
+    text = " ".join(out.split())
+    assert code == 0
+    assert "rho = r/d at every beta" in text and "alpha = n/(dL)" in text
+    code, out, _ = run(["smi", "gamp", "--help"], capsys)
+    text = " ".join(out.split())
+    assert "alpha = n/d" in text and "weight of the previous iterate in [0, 1)" in text
+    assert "--inv-temp" in text and "--beta" not in text
+
+
+def _generic(column):
+    """Q12 -> Qab, Q11_stderr -> Qaa_stderr, cosine1 -> cosine a: as the help names them."""
+    import re
+
+    column = re.sub(r"^([QMV])(\d)(\d)", lambda m: m[1] + ("aa" if m[2] == m[3] else "ab"), column)
+    return re.sub(r"^cosine\d$", "cosine a", column)
+
+
+def assert_columns_described(argv, header):
+    from symtheory.cli import build_parser
+
+    parser = dict(_subcommands(build_parser()))[tuple(argv[:2])]
+    text = " ".join(parser.description.split())
+    missing = [c for c in header if _generic(c) not in text]
+    assert not missing, f"columns not described in --help: {missing}"
+
+
+@pytest.mark.parametrize("argv", [
+    ["bsr", "theory", "--alpha", "0.3", "--beta", "2", "--rho", "0.5", "--quiet"],
+    ["bsr", "mnne-threshold", "--beta", "2", "--rho", "0.3"],
+    ["smi", "error", "--model", "outer-product", "--overlap", "0.5", "--samples", "1000"],
+    pytest.param(["smi", "se", "--model", "outer-product", "--seq-len", "1", "--alpha", "0.5",
+                  "--samples", "500", "--error-samples", "500", "--quiet"],
+                 marks=pytest.mark.slow),
+    pytest.param(["smi", "gamp", "--model", "outer-product", "--d", "50", "--alpha", "3",
+                  "--max-iter", "3", "--quiet"], marks=pytest.mark.slow),
+    pytest.param(["bsr", "gamp", "--d", "20", "--beta", "1", "--rho", "0.5", "--alpha", "0.3",
+                  "--max-iter", "5", "--quiet"], marks=pytest.mark.slow),
+    pytest.param(["bsr", "gd", "--d", "10", "--beta", "1", "--rho", "0.5", "--alpha", "0.5",
+                  "--steps", "10", "--runs", "2", "--quiet"], marks=pytest.mark.slow),
+])
+def test_help_lists_every_output_column(argv, capsys):
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    assert_columns_described(argv, out.splitlines()[0].split(","))
+
+
+def test_damping_zero_is_the_engines_undamped_run(capsys):
+    """--damping 0 (weight of the previous iterate) must be the engine's default run."""
+    from symtheory.core.quadrature import TensorRule
+    from symtheory.glm.gamp_tokens import gamp_tokens
+    from symtheory.smi import outer_product
+    from symtheory.smi.data import generate
+
+    code, out, err = run(["smi", "gamp", "--model", "outer-product", "--d", "100", "--alpha", "3",
+                          "--max-iter", "5", "--damping", "0", "--quiet"], capsys)
+    assert code == 0, err
+    model = outer_product(2)
+    data = generate(model, 100, 3.0, seed=0)
+    channel = model.channel(None, TensorRule("gauss-hermite", 30, 6.0))   # the CLI's default
+    res = gamp_tokens(data.X, data.y, channel, max_iter=5, seed=2, init_scale=0.1,
+                      truth=data.W)
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert not res.diverged and len(rows) == 6
+    assert [float(r["cosine1"]) for r in rows] == [float(t["cosine"][0]) for t in res.trace]
+
+
+# ------------------------------------------------------------------ model files
+def test_model_file_example_is_phase_retrieval(tmp_path, capsys):
+    """The --help example declares y = z^2: the same errors as outer_product(1), through
+    `model` and through `build_model()`; the example text is what --help shows."""
+    from symtheory.smi.model_file import EXAMPLE
+
+    code, out, _ = run(["smi", "error", "--help"], capsys)
+    assert EXAMPLE.strip() in out
+    (tmp_path / "pr.py").write_text(EXAMPLE)
+    body = "".join("    " + line + "\n" for line in EXAMPLE.splitlines())
+    (tmp_path / "pr_factory.py").write_text(f"def build_model():\n{body}    return model\n")
+    common = ["--overlap", "0.5", "--samples", "20000", "--seed", "3"]
+    rows = []
+    for model in (["--model-file", str(tmp_path / "pr.py")],
+                  ["--model-file", str(tmp_path / "pr_factory.py")],
+                  ["--model", "outer-product", "--seq-len", "1"]):
+        code, out, err = run(["smi", "error", *model, *common], capsys)
+        assert code == 0, err
+        rows.append(next(csv.DictReader(io.StringIO(out))))
+    ref = float(rows[2]["error"])
+    assert 0 < ref < 3       # E y^2 = 3 bounds the error of y = z^2 (a finite, sane value)
+    for r in rows[:2]:
+        # same samples and the same link: equal up to the rounding of generated code
+        assert float(r["error"]) == pytest.approx(ref, rel=1e-10)
+        assert float(r["stderr"]) == pytest.approx(float(rows[2]["stderr"]), rel=1e-10)
+
+
+def test_linear_tokens_without_noise_says_so(capsys):
+    code, _, err = run(["smi", "se", "--model", "linear-tokens", "--alpha", "0.5"], capsys)
+    assert code == 2 and "--noise must be given, in (0, inf)" in err
+
+
+def test_inv_temp_reaches_the_model():
+    from symtheory.cli import build_parser
+    from symtheory.smi.cli import build_model
+
+    args = build_parser().parse_args(["smi", "error", "--model", "linear-attention", "--depth",
+                                      "1", "--inv-temp", "2.5", "--overlap", "0.5"])
+    model = build_model(args)
+    assert sorted(float(v) for v in model.params.values()) == [1.0, 2.5]   # skip c, inv_temp
+
+
+# ------------------------------------------------------------------ output
+def test_one_point_plot_draws_a_marker(tmp_path, capsys):
+    """A single alpha must not give an empty frame: the point is drawn inside the axes."""
+    import numpy as np
+
+    from symtheory.bsr.plots import bo_curve_figure
+    from symtheory.core.table import Table
+
+    code, _, err = run(["bsr", "theory", "--alpha", "0.3", "--beta", "2", "--rho", "0.5", "--quiet",
+                        "--plot", "--out", str(tmp_path)], capsys)
+    assert code == 0 and (tmp_path / "bsr_bo_beta2_rho0.5_delta0.png").exists()
+    table = Table({"alpha": [0.3], "mmse": [0.59], "ridge_mse": [0.7], "alpha_pr": [0.625]},
+                  {"beta": 2.0, "rho": 0.5, "delta": 0.0})
+    fig = bo_curve_figure(table)
+    fig.canvas.draw()
+    img = np.asarray(fig.canvas.buffer_rgba())[::-1, :, :3].astype(float) / 255  # y up
+    ax = fig.axes[0]
+    a, leg = ax.get_window_extent(), ax.get_legend().get_window_extent()
+    yy, xx = np.mgrid[:img.shape[0], :img.shape[1]]
+    inside = ((xx > a.x0) & (xx < a.x1) & (yy > a.y0) & (yy < a.y1)
+              & ~((xx >= leg.x0) & (xx <= leg.x1) & (yy >= leg.y0) & (yy <= leg.y1)))
+    c0 = np.array([0x1F, 0x77, 0xB4]) / 255            # the mmse curve's colour
+    blue = np.all(np.abs(img - c0) < 0.05, axis=2) & inside
+    assert blue.sum() > 20, "the single point is not drawn"
+
+
+def test_plot_without_out_goes_to_the_current_folder_and_says_where(tmp_path, capsys,
+                                                                       monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(["bsr", "theory", "--alpha", "0.3", "0.5", "--beta", "2", "--rho", "0.5",
+                          "--quiet", "--plot"], capsys)
+    png = tmp_path / "bsr_bo_beta2_rho0.5_delta0.png"
+    assert code == 0 and out.startswith("alpha,")          # the table still goes to stdout
+    assert f"wrote {png.resolve()}" in err and png.read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [png.name]
+
+
+def test_repeated_warnings_are_summarized_with_a_count():
+    import warnings
+
+    from symtheory.core.cli_common import summarized_warnings
+
+    class SpectralLikeWarning(UserWarning):
+        pass
+
+    stream = io.StringIO()
+    with summarized_warnings(stream):
+        for i in range(18):
+            warnings.warn(f"integral not converged at point {i}", SpectralLikeWarning)
+        warnings.warn("once", RuntimeWarning)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 3, lines
+    assert "point 0" in lines[0] and "once" in lines[1]
+    assert "SpectralLikeWarning issued 18 times" in lines[2]

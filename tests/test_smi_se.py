@@ -57,7 +57,9 @@ def test_linear_gaussian_se_fixed_point(estimator):
     res = se.solve(np.array([[0.05]]))
     assert res.converged
     err = float(res.Q_stderr[0, 0])
-    assert 0 < err < 0.01
+    # the noisy channel integrates this affine link exactly, so -J is deterministic and the
+    # combined estimator (all weight on -J) has zero variance: err is 0 up to rounding
+    assert 0 <= err < 0.01
     assert abs(res.Q[0, 0] - exact) <= 4 * err + 1e-8
 
 
@@ -306,4 +308,4 @@ def test_errors_and_gamp_reject_bad_input(attention):
     with pytest.raises(ValueError, match="truth"):
         gamp_tokens(np.zeros((5, 4, 2)), np.full((5, 4), 0.5), ch, truth=np.zeros((2, 3)))
     with pytest.raises(ValueError, match="damping"):
-        gamp_tokens(np.zeros((5, 4, 2)), np.full((5, 4), 0.5), ch, damping=0.0)
+        gamp_tokens(np.zeros((5, 4, 2)), np.full((5, 4), 0.5), ch, damping=1.0)

@@ -6,8 +6,10 @@ import mpmath
 import numpy as np
 import pytest
 
-from symtheory.core.solvers import (ConvergenceWarning, NoBracketError, find_root, fixed_point,
+from symtheory.core.solvers import (ConvergenceWarning, NoBracketError, check_damping,
+                                    difference_jacobian, find_root, fixed_point,
                                     fixed_points_from_starts, refine_root_mp)
+from symtheory.core.validate import ParameterError
 
 
 def test_find_root_reports_iterations_and_residual():
@@ -66,3 +68,121 @@ def test_refine_root_mp_confirms_at_twice_the_digits():
     with mpmath.workdps(40):
         exact = mpmath.findroot(lambda v: mpmath.cos(v) - v, 0.74)
         assert abs(r.value - exact) < mpmath.mpf(10) ** -32
+
+
+# ------------------------------------------------------------------ the fixed-point engine
+@pytest.mark.parametrize("bad", [1.0, -0.1, 1.5, float("nan")])
+def test_damping_has_one_meaning_and_range(bad):
+    """damping = weight of the previous iterate, in [0, 1); anything else is refused by name."""
+    assert check_damping(0.0) == 0.0 and check_damping(0.5) == 0.5
+    with pytest.raises(ParameterError, match=r"damping must be .*\[0, 1\)"):
+        check_damping(bad)
+    with pytest.raises(ParameterError, match="damping"):
+        fixed_point(math.cos, 0.0, damping=bad)
+
+
+def test_damping_weighs_the_previous_iterate():
+    """One undamped-adaptive-free step of x <- F(x) = 1 from x = 0 with theta = 0.25 lands on
+    0.25 * 0 + 0.75 * 1: the previous iterate carries the weight theta."""
+    r = fixed_point(lambda v: 1.0, 0.0, damping=0.25, adaptive=False, maxiter=2, keep_history=True,
+                    warn=False)
+    assert r.history == [0.0, 0.75]
+
+
+def test_result_reports_value_converged_iterations_residual_message():
+    r = fixed_point(math.cos, 0.0, tol=1e-13)
+    assert r.converged and r.iterations > 1 and r.residual <= 1e-13 * 2
+    assert "converged" in r.message and r.evaluations >= r.iterations and r.stable is None
+
+
+def test_newton_polish_removes_critical_slowing_down():
+    """x <- x - 1e-4 (x - 0.3) contracts by 0.9999 per step (~2e5 iterations to 1e-10);
+    with the Newton polish the linear map is solved in one step after the first."""
+    F = lambda v: v - 1e-4 * (v - 0.3)  # noqa: E731
+    slow = fixed_point(F, 0.0, adaptive=False, maxiter=500, warn=False)
+    assert not slow.converged
+    r = fixed_point(F, 0.0, adaptive=False, newton_below=1.0, tol=1e-12)
+    # |F(x) - x| = 1e-4 |x - 0.3| <= tol (1 + |x|): x is within 1.3e-12 / 1e-4 of 0.3
+    assert r.converged and r.iterations <= 3 and abs(r.value - 0.3) <= 1.3e-8
+
+
+def _boundary_map(v):
+    """Fixed points 0.4 (slope 0.52, stable) and 1 (slope 1.12, unstable) on the domain
+    0 <= v < 1 -- the shape of phase retrieval's SE below alpha = 1.  ``F(v) - v`` is
+    concave near 1, so Newton from the left stays inside and converges to 1."""
+    return v + (v - 1.0) * (v - 0.4) * (1.2 - v)
+
+
+def _unit_interval(v):
+    return 0.0 <= v < 1.0
+
+
+def test_newton_does_not_polish_onto_an_unstable_boundary_point():
+    """From 0.99 Newton on F(v) - v = 0 converges to the root v = 1 (the boundary); the
+    engine refuses it there (Jacobian 1.12 > 1) and the damped iteration walks to 0.4."""
+    r = fixed_point(_boundary_map, 0.99, damping=0.2, adaptive=False, domain=_unit_interval,
+                    newton_below=1.0, stability=True, tol=1e-12)
+    assert r.converged and r.stable and r.escapes == 0
+    assert abs(r.value - 0.4) < 1e-10
+
+
+def test_unstable_fixed_point_next_to_the_boundary_is_left_inwards():
+    """Started within 1e-13 of the unstable fixed point 1 the run converges at once; the
+    stability check (one-sided differences into the domain) finds the slope 1.12 > 1, the
+    kick towards larger v leaves the domain, so the engine kicks inwards and ends on 0.4."""
+    r = fixed_point(_boundary_map, 1.0 - 1e-13, damping=0.2, adaptive=False,
+                    domain=_unit_interval, newton_below=1e-3, stability=True, tol=1e-12)
+    assert r.converged and r.stable and r.escapes == 1
+    assert abs(r.value - 0.4) < 1e-10 and "left 1 unstable" in r.message
+    J = difference_jacobian(_boundary_map, np.array([0.4]),
+                            domain=lambda v: _unit_interval(v[0]))
+    assert abs(J[0, 0] - 0.52) < 1e-5                 # forward difference error ~ h = 1e-6
+
+
+def test_unstable_point_in_an_invariant_subspace_is_left_and_reported():
+    """F(x, y) = (2x/(1 + x), y/2 + 1/4): x = 0 is invariant and unstable (slope 2), y
+    converges to 1/2.  From (0, 0) the run converges to (0, 1/2), the check kicks along
+    +x and the result is the stable (1, 1/2).  With no kick allowed the unstable point is
+    returned, flagged and warned about."""
+    F = lambda v: np.array([2 * v[0] / (1 + v[0]), 0.5 * v[1] + 0.25])  # noqa: E731
+    dom = lambda v: v[0] >= 0  # noqa: E731
+    r = fixed_point(F, np.zeros(2), damping=0.3, adaptive=False, domain=dom, newton_below=1e-3,
+                    stability=True, tol=1e-12)
+    assert r.converged and r.stable and r.escapes == 1
+    np.testing.assert_allclose(r.value, [1.0, 0.5], atol=1e-10)
+    with pytest.warns(ConvergenceWarning, match="UNSTABLE"):
+        r = fixed_point(F, np.zeros(2), damping=0.3, adaptive=False, domain=dom,
+                        newton_below=1e-3, stability=True, tol=1e-12, max_kicks=0)
+    assert r.converged and r.stable is False and r.value[0] == 0.0
+    assert abs(_eig_max(r.jacobian) - 2.0) < 1e-5
+
+
+def _eig_max(J):
+    return float(np.max(np.linalg.eigvals(J).real))
+
+
+def test_start_outside_the_domain_is_refused():
+    with pytest.raises(ParameterError, match="outside the domain"):
+        fixed_point(_boundary_map, 1.0, domain=_unit_interval)
+
+
+def test_difference_jacobian_at_the_apex_of_the_psd_cone():
+    """F(Q) = Q + Q^2 on symmetric 2 x 2 matrices, free entries (q00, q01, q11), domain
+    Q >= 0.  At Q = 0 a unit step in q01 is indefinite both ways (no Jacobian); along the
+    PSD directions E_00, E_11, E_01 + E_10 + E_00 + E_11 the Jacobian is the identity (the
+    Q^2 term contributes O(h) = 1e-6)."""
+    def mat(q):
+        return np.array([[q[0], q[1]], [q[1], q[2]]])
+
+    def F(q):
+        Q = mat(q)
+        R = Q + Q @ Q
+        return np.array([R[0, 0], R[0, 1], R[1, 1]])
+
+    def psd(q):
+        return np.linalg.eigvalsh(mat(q))[0] >= 0
+
+    assert difference_jacobian(F, np.zeros(3), domain=psd) is None
+    D = np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0, 1.0]])
+    J = difference_jacobian(F, np.zeros(3), domain=psd, directions=D)
+    np.testing.assert_allclose(J, np.eye(3), atol=1e-5)

@@ -5,7 +5,8 @@ import mpmath
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import given
+from conftest import THOROUGH
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from symtheory.core import special, special_numba
@@ -16,6 +17,8 @@ PAIRS = [
     (special_numba.log_ndtr, special.mp_log_ndtr),
     (special_numba.log1pexp, special.mp_log1pexp),
     (special_numba.expit, special.mp_expit),
+    (special_numba.inv_mills, special.mp_inv_mills),
+    (special_numba.inv_mills_plus_x, special.mp_inv_mills_plus_x),
 ]
 # Tolerance: a backward-stable float64 evaluation has relative error about
 # eps * (1 + cond(x)), cond(x) = |x f'(x)/f(x)| the relative condition number (the
@@ -47,11 +50,68 @@ def test_grid_including_tails(f_nb, f_mp):
             _check(f_nb, f_mp, float(x))
 
 
-@given(st.floats(-38, 38))
-def test_random_points(x):
+def _random_point_property(x):
     with mpmath.workdps(40):
         for f_nb, f_mp in PAIRS:
             _check(f_nb, f_mp, x)
+
+
+@given(st.floats(-38, 38))
+def test_random_points(x):
+    _random_point_property(x)
+
+
+@pytest.mark.slow
+@settings(THOROUGH)
+@given(st.floats(-38, 38))
+def test_random_points_thorough(x):
+    _random_point_property(x)
+
+
+def test_inv_mills_plus_x_has_no_cancellation_in_the_left_tail():
+    """x + phi(x)/Phi(x) ~ -1/x for x -> -inf: the naive sum loses log10(x^2) digits
+    (8 at x = -1e4, all 16 at x = -1e8); the continued fraction keeps the relative accuracy.
+    The relative condition number is ~1 there, so 16 eps is the bound of ``_check``."""
+    with mpmath.workdps(40):
+        for x in (-1.5, -1.6, -2.0, -5.0, -40.0, -1e4, -1e8):
+            _check(special_numba.inv_mills_plus_x, special.mp_inv_mills_plus_x, x)
+    naive = -1e4 + special_numba.inv_mills(-1e4)
+    assert _rel(naive, special.mp_inv_mills_plus_x(-1e4)) > 1e-10  # what the fraction avoids
+    naive = -1e8 + special_numba.inv_mills(-1e8)
+    assert _rel(naive, special.mp_inv_mills_plus_x(-1e8)) > 1e-2
+
+
+def _check_log_ndtr_diff(a, b):
+    """log(Phi(b) - Phi(a)): error within 16 eps (1 + cond), cond = |a dL/da| + |b dL/db|
+    (the rounding of each end is amplified by its own sensitivity)."""
+    with mpmath.workdps(40):
+        ref = special.mp_log_ndtr_diff(a, b)
+        got = special_numba.log_ndtr_diff(a, b)
+        da = mpmath.diff(lambda t: special.mp_log_ndtr_diff(t, b), a)
+        db = mpmath.diff(lambda t: special.mp_log_ndtr_diff(a, t), b)
+        cond = (abs(a * da) + abs(b * db)) / abs(ref) if ref != 0 else 0
+        assert _rel(got, ref) <= 16 * EPS * (1 + float(cond)), (a, b, got, ref)
+
+
+@given(st.floats(-38, 38), st.floats(1e-3, 40))
+def test_log_ndtr_diff_random_intervals(a, width):
+    _check_log_ndtr_diff(a, a + width)
+
+
+@pytest.mark.slow
+@settings(THOROUGH)
+@given(st.floats(-38, 38), st.floats(1e-3, 40))
+def test_log_ndtr_diff_random_intervals_thorough(a, width):
+    _check_log_ndtr_diff(a, a + width)
+
+
+def test_log_ndtr_diff_tails_and_edge_cases():
+    for a, b in ((-40.0, -39.0), (39.0, 40.0), (-30.0, 30.0), (5.0, 37.0), (-0.5, 0.5)):
+        _check_log_ndtr_diff(a, b)
+    assert math.isnan(special_numba.log_ndtr_diff(1.0, 0.0))
+    assert special_numba.log_ndtr_diff(1.0, 1.0) == -math.inf
+    # naive log(Phi(40) - Phi(39)) = log(1.0 - 1.0) = -inf
+    assert math.isfinite(special_numba.log_ndtr_diff(39.0, 40.0))
 
 
 def test_log_ndtr_far_tail_has_no_underflow():
@@ -87,9 +147,28 @@ def test_not_rewritten_by_sympy(F):
 def test_rewrite_agrees_in_the_bulk():
     x = sp.Symbol("x")
     for F in special.STABLE_FUNCTIONS:
-        r = F(x).rewrite(sp.erfc) if F in (special.Erfcx, special.LogNdtr) else F(x).rewrite(sp.exp)
+        r = F(x).rewrite(sp.exp) if F in (special.Log1pExp, special.Expit) else F(x).rewrite(sp.erfc)
+        assert not r.has(F)
         for x0 in (-2.0, 0.5, 3.0):
             assert abs(complex(r.subs(x, x0).evalf(25)) - float(F(x0).evalf(25))) < 1e-15
+    a, b = sp.symbols("a b")
+    r = special.LogNdtrDiff(a, b).rewrite(sp.erfc)
+    for a0, b0 in ((-2.0, 0.5), (0.3, 3.0)):
+        val = complex(r.subs({a: a0, b: b0}).evalf(25))
+        assert abs(val - float(special.LogNdtrDiff(a0, b0).evalf(25))) < 1e-15
+
+
+@pytest.mark.parametrize("argindex", [1, 2])
+def test_log_ndtr_diff_derivatives_match_mpmath(argindex):
+    a, b = sp.symbols("a b", real=True)
+    d = sp.diff(special.LogNdtrDiff(a, b), (a, b)[argindex - 1])
+    with mpmath.workdps(30):
+        for a0, b0 in ((-7.5, -6.0), (-1.2, 0.3), (4.0, 9.0)):
+            f = ((lambda t: special.mp_log_ndtr_diff(t, b0)) if argindex == 1
+                 else (lambda t: special.mp_log_ndtr_diff(a0, t)))
+            num = mpmath.diff(f, (a0, b0)[argindex - 1])
+            val = mpmath.mpf(str(d.subs({a: sp.Float(a0, 40), b: sp.Float(b0, 40)}).evalf(30)))
+            assert abs(val - num) <= mpmath.mpf(10) ** -25 * (1 + abs(num))
 
 
 def test_generated_kernel_uses_numba_implementations():
@@ -101,5 +180,6 @@ def test_generated_kernel_uses_numba_implementations():
         assert _rel(vals[0], special.mp_log_ndtr(-35)) < RTOL
         ref = mpmath.npdf(-35) / mpmath.ncdf(-35)
         assert _rel(vals[1], ref) < 1e-13
+        assert "symtheory.core.special_numba.inv_mills" in k.source
         mpv = k.mp(-35, dps=30)
         assert abs(mpv[0] - special.mp_log_ndtr(-35)) < mpmath.mpf(10) ** -25

@@ -1,60 +1,63 @@
-"""``symtheory bsr ...`` subcommands."""
+"""``symtheory bsr ...`` subcommands (bilinear sequence regression, arXiv:2410.18858).
+
+The parser is declared here with light imports only; each command imports the numerics
+it runs.  Options are checked while parsing (``symtheory.core.cli_common``).
+"""
 from __future__ import annotations
 
-import argparse
 import math
 import sys
-from pathlib import Path
 
-import numpy as np
-
-from ..core import validate
-from ..core.cli_common import alphas_from_args as _alphas
-from ..core.cli_common import check_format as _format
-from ..core.cli_common import emit, num
-from ..core.table import Table
+from ..core.cli_common import (add_alpha, add_damping, add_output, add_seed, alphas_from_args,
+                               describe, emit, int_arg, real_arg)
 from ..core.validate import ParameterError
 
 NORMALIZATION = (
-    "Model (Erba et al., arXiv:2410.18858): y = <X, S*>/sqrt(dL) + sqrt(delta) xi, "
-    "S* = U V^T/sqrt(r), X, U, V with i.i.d. N(0,1) entries (S* has unit-variance "
-    "entries); beta = L/d, rho = r/min(d, L), alpha = n/(dL).  Errors are per-entry "
-    "mean((S_hat - S*)^2), the same normalization as the Bayes-optimal mmse = 1 - q "
-    "(= test error - delta).")
+    "Model (Erba et al., arXiv:2410.18858; bsr.md 0): y = <X, S*>/sqrt(dL) + sqrt(delta) xi "
+    "with S* = U V^T/sqrt(r); X (d x L), U (d x r), V (L x r) and xi have i.i.d. N(0,1) "
+    "entries, so S* has unit-variance entries.  Normalization: beta = L/d, rho = r/d at "
+    "every beta (the package-wide convention), alpha = n/(dL), delta = label-noise "
+    "variance.  Errors are per entry, mean((S_hat - S*)^2): the Bayes-optimal one is "
+    "mmse = 1 - q (= test error - delta).")
+
+BETA = dict(low=0.0, low_open=True)
+RHO = dict(low=0.0, low_open=True)
+DELTA = dict(low=0.0)
+POSITIVE = dict(low=0.0, low_open=True)
+MAX_PRECISION = 1000
 
 
-def _common_model(p, alpha_many=True, delta=True):
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--alpha", nargs="+" if alpha_many else None, type=num("alpha"), metavar="A",
-                   help="sample ratios n/(dL)")
-    if alpha_many:
-        g.add_argument("--alpha-grid", nargs=3, type=num("alpha-grid"),
-                       metavar=("START", "STOP", "NUM"), help="NUM evenly spaced ratios")
-    p.add_argument("--beta", type=num("beta"), required=True, help="L/d")
-    p.add_argument("--rho", type=num("rho"), required=True, help="r/min(d, L) > 0")
+def _model_options(p, *, simulation: bool, delta: bool = True, alpha_many: bool = True) -> None:
+    """``--alpha/--alpha-grid --beta --rho [--delta]``, their ranges checked at parse time."""
+    add_alpha(p, what="n/(dL)", positive=simulation, many=alpha_many)
+    beta = dict(BETA) if simulation else dict(BETA, allow_inf=True)
+    p.add_argument("--beta", type=real_arg("--beta", **beta), required=True,
+                   help="aspect ratio L/d, in (0, inf)" + ("" if simulation else
+                                                          " or inf (the beta -> inf limit)"))
+    p.add_argument("--rho", type=real_arg("--rho", **RHO), required=True,
+                   help="width ratio r/d (at every beta), in (0, inf)")
     if delta:
-        p.add_argument("--delta", type=num("delta"), default=0.0, help="label-noise variance >= 0")
-    p.add_argument("--format", default="csv", help="csv (default) or json")
-    p.add_argument("--out", help="folder for the table, its parameters (and the plot)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+        p.add_argument("--delta", type=real_arg("--delta", **DELTA), default=0.0,
+                       help="label-noise variance, in [0, inf) (default 0)")
+
+
+def _simulation_options(p) -> None:
+    p.add_argument("--d", type=int_arg("--d", low=2), required=True,
+                   help="token dimension d, an integer >= 2 (L = round(beta d), "
+                        "r = round(rho d), n = round(alpha d L))")
 
 
 # ----------------------------------------------------------------------- theory
 def cmd_theory(args) -> int:
     from . import bo_curve
-    from .theory import check_params
 
-    _format(args)
-    beta, rho, delta = check_params(args.beta, args.rho, args.delta)
-    alphas = _alphas(args)
-    if args.precision is not None and args.precision < 1:
-        raise ParameterError(f"precision must be an integer >= 1 (digits), got {args.precision}")
-    table = bo_curve(alphas, beta, rho, delta, precision=args.precision,
+    alphas = alphas_from_args(args)
+    table = bo_curve(alphas, args.beta, args.rho, args.delta, precision=args.precision,
                      progress=not args.quiet and len(alphas) > 1)
     if args.precision is not None:
         table.columns["mmse"] = table.columns.pop("mmse_str")
         table.columns["q"] = table.columns.pop("q_str")
-    b = "inf" if math.isinf(beta) else f"{beta:g}"
+    b = "inf" if math.isinf(args.beta) else f"{args.beta:g}"
 
     def plot(t, path):
         from .plots import plot_bo_curve
@@ -63,28 +66,22 @@ def cmd_theory(args) -> int:
             t.columns["mmse"] = [float(v) for v in t.columns["mmse"]]
         plot_bo_curve(t, path)
 
-    return emit(table, args, f"bsr_bo_beta{b}_rho{rho:g}_delta{delta:g}", plot)
+    return emit(table, args, f"bsr_bo_beta{b}_rho{args.rho:g}_delta{args.delta:g}", plot)
 
 
 # ----------------------------------------------------------------------- gamp
 def cmd_gamp(args) -> int:
     from .data import generate
     from .gamp import gamp_rie
-    from .theory import bo_point, check_params, ridge_mse
+    from .theory import bo_point, ridge_mse
 
-    beta, rho, delta = check_params(args.beta, args.rho, args.delta)
-    if math.isinf(beta):
-        raise ParameterError("beta must be finite for a simulation, got inf")
-    d = validate.integer("d", args.d, low=2)
-    seeds = validate.integer("seeds", args.seeds, low=1)
-    seed0 = validate.integer("seed", args.seed, low=0)
-    alphas = _alphas(args)
+    beta, rho, delta, d = args.beta, args.rho, args.delta, args.d
+    alphas = alphas_from_args(args)
     rows = {k: [] for k in ("alpha", "seed", "mse", "se_mse", "bo_mse", "ridge_mse", "iterations",
                             "converged", "stopped", "diverged")}
     traces = []
     for a in alphas:
-        validate.real("alpha", a, low=0, low_open=True)
-        for s in range(seed0, seed0 + seeds):
+        for s in range(args.seed, args.seed + args.seeds):
             data = generate(d, beta, rho, a, delta, seed=s)
             res = gamp_rie(data, damping=args.damping, a_estimator=args.a_estimator,
                            onsager=args.onsager, max_iter=args.max_iter, tol=args.tol,
@@ -108,6 +105,8 @@ def cmd_gamp(args) -> int:
             "delta": delta, "damping": args.damping, "a_estimator": args.a_estimator,
             "onsager": args.onsager, "max_iter": args.max_iter, "tol": args.tol,
             "normalization": NORMALIZATION}
+    from ..core.table import Table
+
     table = Table(rows, meta)
     if args.trace:
         tr = {k: [] for k in ("alpha", "seed", "iteration", "mse", "se_mse", "variance")}
@@ -121,15 +120,15 @@ def cmd_gamp(args) -> int:
 
 # ----------------------------------------------------------------------- gd
 def cmd_gd(args) -> int:
+    import numpy as np
+
+    from ..core.table import Table
     from .data import generate
     from .gd import gradient_descent
-    from .theory import bo_point, check_params
+    from .theory import bo_point
 
-    beta, rho, delta = check_params(args.beta, args.rho, args.delta)
-    if math.isinf(beta):
-        raise ParameterError("beta must be finite for a simulation, got inf")
-    d = validate.integer("d", args.d, low=2)
-    alphas = _alphas(args)
+    beta, rho, delta, d = args.beta, args.rho, args.delta, args.d
+    alphas = alphas_from_args(args)
     rows = {k: [] for k in ("alpha", "gd_mean", "gd_std", "agd", "bo_mse", "two_bo", "train_mean",
                             "runs", "diverged_runs", "steps")}
     for a in alphas:
@@ -158,112 +157,169 @@ def cmd_gd(args) -> int:
 
 # ----------------------------------------------------------------------- mnne
 def cmd_mnne(args) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("cvxpy") is None:
+        raise ParameterError("bsr mnne needs cvxpy: pip install 'symtheory[convex]'")
+    import numpy as np
+
+    from ..core.table import Table
     from .baselines import mnne_fit, mnne_threshold
     from .data import generate
-    from .theory import alpha_pr, check_params
+    from .theory import alpha_pr
 
-    beta, rho, _ = check_params(args.beta, args.rho, 0.0)
-    d = validate.integer("d", args.d, low=2)
-    samples = validate.integer("samples", args.samples, low=1)
-    alphas = _alphas(args)
+    beta, rho, d = args.beta, args.rho, args.d
+    alphas = alphas_from_args(args)
     rows = {k: [] for k in ("alpha", "mse_mean", "mse_std", "samples", "alpha_mnne", "alpha_pr")}
     thr = mnne_threshold(beta, rho)
     for a in alphas:
         errs = []
-        for s in range(args.seed, args.seed + samples):
+        for s in range(args.seed, args.seed + args.samples):
             data = generate(d, beta, rho, a, 0.0, seed=s)
             errs.append(float(np.mean((mnne_fit(data) - data.S) ** 2)))
         rows["alpha"].append(a)
         rows["mse_mean"].append(float(np.mean(errs)))
         rows["mse_std"].append(float(np.std(errs)))
-        rows["samples"].append(samples)
+        rows["samples"].append(args.samples)
         rows["alpha_mnne"].append(thr)
         rows["alpha_pr"].append(alpha_pr(beta, rho))
     meta = {"model": "bsr", "algorithm": "min |S|_* s.t. <X_mu, S> = y_mu (cvxpy; bsr.md 11.1)",
-            "d": d, "beta": beta, "rho": rho, "seed": args.seed, "samples": samples,
+            "d": d, "beta": beta, "rho": rho, "seed": args.seed, "samples": args.samples,
             "normalization": NORMALIZATION}
     return emit(Table(rows, meta), args, f"bsr_mnne_d{d}_beta{beta:g}_rho{rho:g}")
 
 
 def cmd_mnne_threshold(args) -> int:
+    from ..core.table import Table
     from .baselines import mnne_threshold
     from .theory import alpha_pr
 
-    _format(args)
-    beta = validate.real("beta", args.beta, low=0, low_open=True)
     rows = {"beta": [], "rho": [], "alpha_mnne": [], "alpha_pr": []}
     for r in args.rho:
-        r = validate.real("rho", r, low=0)
-        rows["beta"].append(beta)
+        rows["beta"].append(args.beta)
         rows["rho"].append(r)
-        rows["alpha_mnne"].append(mnne_threshold(beta, r))
-        rows["alpha_pr"].append(alpha_pr(beta, r) if r > 0 else 0.0)
+        rows["alpha_mnne"].append(mnne_threshold(args.beta, r))
+        rows["alpha_pr"].append(alpha_pr(args.beta, r) if r > 0 else 0.0)
     meta = {"model": "bsr", "quantity": "Donoho-Gavish-Montanari threshold (bsr.md 11.2)",
-            "beta": beta}
-    return emit(Table(rows, meta), args, f"bsr_mnne_threshold_beta{beta:g}")
+            "beta": args.beta, "normalization": NORMALIZATION}
+    return emit(Table(rows, meta), args, f"bsr_mnne_threshold_beta{args.beta:g}")
 
 
 # ----------------------------------------------------------------------- parser
+THEORY_COLUMNS = (
+    "Columns: alpha, beta, rho, delta (the inputs); mmse = 1 - q, the Bayes-optimal "
+    "per-entry error on S*; q = overlap (1/(dL)) E<S_hat, S*>; alpha_pr = perfect-recovery "
+    "threshold (mmse = 0 above it when delta = 0); ridge_mse = error of Bayes-optimal ridge "
+    "on the vectorized tokens (lambda = delta); alpha_lr = n/(r(d+L)) = alpha beta/((1 + "
+    "beta) rho), the sample ratio per degree of freedom; converged, iterations, residual = "
+    "report of the fixed-point solve; mmse_error = certified bound on |mmse - exact| and "
+    "converged = (mmse_error <= rtol mmse); method = how the value was obtained (spectral "
+    "path, a limit with its bound, mpmath, exact).  With --precision, mmse and q are strings with DIGITS "
+    "significant digits and digits_confirmed = digits agreeing with a solve at 2 x DIGITS.")
+GAMP_COLUMNS = (
+    "Columns (one row per alpha and seed): alpha = n/(dL) of the drawn sizes, seed; mse = "
+    "per-entry error of the returned estimate; se_mse = state-evolution prediction after the "
+    "same number of iterations; bo_mse = Bayes-optimal mmse; ridge_mse = Bayes-optimal ridge "
+    "error; iterations; converged (change < TOL), stopped (max-iter reached), diverged.  With "
+    "--trace one row per iteration: alpha, seed, iteration, mse, se_mse, variance (the "
+    "algorithm's own variance estimate).")
+GD_COLUMNS = (
+    "Columns: alpha; gd_mean, gd_std = mean and standard deviation over the runs of the "
+    "final per-entry error; agd = error of the average of the runs' final S; bo_mse = "
+    "Bayes-optimal mmse and two_bo = 2 bo_mse (the averaged-GD reference); train_mean = "
+    "mean final training loss (1/n) sum (yhat - y)^2; runs; diverged_runs = runs that "
+    "became non-finite; steps = GD steps done.")
+MNNE_COLUMNS = (
+    "Columns: alpha; mse_mean, mse_std = mean and standard deviation of the per-entry error "
+    "over SAMPLES instances; samples; alpha_mnne = nuclear-norm recovery threshold "
+    "(bsr.md 11.2); alpha_pr = Bayes-optimal perfect-recovery threshold.")
+THRESHOLD_COLUMNS = (
+    "Columns: beta, rho (the inputs); alpha_mnne = Donoho-Gavish-Montanari threshold "
+    "alpha_MNNE(rho, beta) above which nuclear-norm minimization recovers S* exactly "
+    "(bsr.md 11.2); alpha_pr = Bayes-optimal perfect-recovery threshold (bsr.md 7).")
+
+
 def register(sub) -> None:
-    bsr = sub.add_parser("bsr", help="bilinear sequence regression (arXiv:2410.18858)")
-    bsub = bsr.add_subparsers(dest="task", required=True)
+    bsr = sub.add_parser("bsr", help="bilinear sequence regression (arXiv:2410.18858)",
+                         description=describe(NORMALIZATION))
+    bsub = bsr.add_subparsers(dest="task", required=True, help="what to compute")
 
     th = bsub.add_parser("theory", help="Bayes-optimal error curve",
-                         description="Bayes-optimal error of BSR. " + NORMALIZATION +
-                         "  Columns: mmse = 1 - q, ridge_mse = Bayes-optimal ridge on vectorized "
-                         "tokens, alpha_pr = perfect-recovery threshold.  beta may be inf.")
-    _common_model(th)
-    th.add_argument("--plot", action="store_true", help="write a PNG (BO, ridge, alpha_PR)")
-    th.add_argument("--precision", type=int, metavar="DIGITS",
-                    help="mmse and q to DIGITS significant digits with mpmath, confirmed by a "
-                         "solve at 2*DIGITS")
+                         description=describe("Bayes-optimal error of BSR (bsr.md 3), beta may "
+                                              "be inf.", NORMALIZATION, THEORY_COLUMNS))
+    _model_options(th, simulation=False)
+    th.add_argument("--precision", type=int_arg("--precision", low=1, high=MAX_PRECISION),
+                    metavar="DIGITS",
+                    help=f"mmse and q to DIGITS significant digits (1 <= DIGITS <= "
+                         f"{MAX_PRECISION}) with mpmath, confirmed by a solve at 2 x DIGITS")
+    add_output(th, plot="mmse and ridge error vs alpha, alpha_PR marked")
     th.set_defaults(func=cmd_theory)
 
     gp = bsub.add_parser("gamp", help="GAMP-RIE on simulated data, next to SE and BO",
-                         description="GAMP-RIE (bsr.md 6) at finite size. " + NORMALIZATION +
-                         "  Columns: mse of the returned estimate, se_mse = state-evolution "
-                         "prediction after the same iterations, bo_mse = Bayes-optimal error.")
-    _common_model(gp)
-    gp.add_argument("--d", type=int, required=True, help="token dimension d (L = round(beta d))")
-    gp.add_argument("--seed", type=int, default=0, help="first seed (data)")
-    gp.add_argument("--seeds", type=int, default=1, help="number of consecutive seeds")
-    gp.add_argument("--damping", type=float, default=0.0, help="damping of (estimate, variance)")
-    gp.add_argument("--a-estimator", default="derivative", choices=("derivative", "square"))
-    gp.add_argument("--onsager", default="empirical", choices=("empirical", "predicted"))
-    gp.add_argument("--max-iter", type=int, default=100)
-    gp.add_argument("--tol", type=float, default=1e-8, help="stop when mean squared change < TOL")
+                         description=describe("GAMP-RIE (bsr.md 6) at finite size on data drawn "
+                                              "from the model.", NORMALIZATION, GAMP_COLUMNS))
+    _model_options(gp, simulation=True)
+    _simulation_options(gp)
+    add_seed(gp, help="first data seed, an integer >= 0")
+    gp.add_argument("--seeds", type=int_arg("--seeds", low=1), default=1,
+                    help="number of consecutive seeds, an integer >= 1 (default 1)")
+    add_damping(gp, default=0.0, what="the estimate and its variance")
+    gp.add_argument("--a-estimator", default="derivative", choices=("derivative", "square"),
+                    help="A = alpha/(delta + V) (derivative, default) or alpha mean(g_out^2) "
+                         "(square, the reference code's)")
+    gp.add_argument("--onsager", default="empirical", choices=("empirical", "predicted"),
+                    help="variance from the denoiser's exact divergence (empirical, default) "
+                         "or from the predicted mmse_RIE (predicted)")
+    gp.add_argument("--max-iter", type=int_arg("--max-iter", low=1), default=100,
+                    help="iteration cap, an integer >= 1 (default 100)")
+    gp.add_argument("--tol", type=real_arg("--tol", **POSITIVE), default=1e-8,
+                    help="stop when the mean squared change is below TOL, in (0, inf) "
+                         "(default 1e-8)")
     gp.add_argument("--trace", action="store_true", help="per-iteration table instead of finals")
+    add_output(gp)
     gp.set_defaults(func=cmd_gamp)
 
     gd = bsub.add_parser("gd", help="gradient descent and averaged GD",
-                         description="Full-batch GD on S = U V^T/sqrt(r), loss (1/4) sum_mu "
-                         "(yhat_mu - y_mu)^2, K runs from independent initializations on the "
-                         "same data; agd = error of the averaged final S. " + NORMALIZATION)
-    _common_model(gd)
-    gd.add_argument("--d", type=int, required=True)
-    gd.add_argument("--runs", type=int, default=16)
-    gd.add_argument("--lr", type=float, default=0.1)
-    gd.add_argument("--steps", type=int, default=50_000)
-    gd.add_argument("--init", default="prior", choices=("prior", "small"))
-    gd.add_argument("--init-scale", type=float, default=1e-4, help="std of the small init")
-    gd.add_argument("--record-every", type=int, default=100)
-    gd.add_argument("--seed", type=int, default=0)
+                         description=describe("Full-batch GD on S = U V^T/sqrt(r) with loss "
+                                              "(1/4) sum_mu (yhat_mu - y_mu)^2 (bsr.md 13), RUNS "
+                                              "runs from independent initializations on the "
+                                              "same data.", NORMALIZATION, GD_COLUMNS))
+    _model_options(gd, simulation=True)
+    _simulation_options(gd)
+    gd.add_argument("--runs", type=int_arg("--runs", low=1), default=16,
+                    help="independent initializations, an integer >= 1 (default 16)")
+    gd.add_argument("--lr", type=real_arg("--lr", **POSITIVE), default=0.1,
+                    help="learning rate, in (0, inf) (default 0.1)")
+    gd.add_argument("--steps", type=int_arg("--steps", low=1), default=50_000,
+                    help="GD steps, an integer >= 1 (default 50000)")
+    gd.add_argument("--init", default="prior", choices=("prior", "small"),
+                    help="U, V drawn from the prior (default) or N(0, INIT_SCALE^2) (small)")
+    gd.add_argument("--init-scale", type=real_arg("--init-scale", **POSITIVE), default=1e-4,
+                    help="standard deviation of the small init, in (0, inf) (default 1e-4)")
+    gd.add_argument("--record-every", type=int_arg("--record-every", low=1), default=100,
+                    help="record the errors every N steps, an integer >= 1 (default 100)")
+    add_seed(gd, help="data seed (the runs use SEED + 1), an integer >= 0")
+    add_output(gd)
     gd.set_defaults(func=cmd_gd)
 
     mn = bsub.add_parser("mnne", help="minimal nuclear-norm estimator (cvxpy)",
-                         description="argmin |S|_* s.t. <X_mu, S> = y_mu (noiseless), needs "
-                         "symtheory[convex]. " + NORMALIZATION)
-    _common_model(mn, delta=False)
-    mn.add_argument("--d", type=int, required=True)
-    mn.add_argument("--samples", type=int, default=4)
-    mn.add_argument("--seed", type=int, default=0)
+                         description=describe("argmin |S|_* s.t. <X_mu, S> = y_mu on noiseless "
+                                              "data (bsr.md 11.1); needs symtheory[convex] and "
+                                              "d L <= 10000.", NORMALIZATION, MNNE_COLUMNS))
+    _model_options(mn, simulation=True, delta=False)
+    _simulation_options(mn)
+    mn.add_argument("--samples", type=int_arg("--samples", low=1), default=4,
+                    help="instances per alpha (seeds SEED, SEED+1, ...), an integer >= 1 "
+                         "(default 4)")
+    add_seed(mn, help="first data seed, an integer >= 0")
+    add_output(mn)
     mn.set_defaults(func=cmd_mnne)
 
     mt = bsub.add_parser("mnne-threshold", help="nuclear-norm exact-recovery threshold",
-                         description="Donoho-Gavish-Montanari threshold alpha_MNNE(rho, beta) "
-                         "(bsr.md 11.2) and alpha_PR.  rho = r/min(d, L), beta = L/d.")
-    mt.add_argument("--beta", type=num("beta"), required=True)
-    mt.add_argument("--rho", type=num("rho"), nargs="+", required=True)
-    mt.add_argument("--format", default="csv")
-    mt.add_argument("--out")
+                         description=describe(NORMALIZATION, THRESHOLD_COLUMNS))
+    mt.add_argument("--beta", type=real_arg("--beta", **BETA), required=True,
+                    help="aspect ratio L/d, in (0, inf)")
+    mt.add_argument("--rho", type=real_arg("--rho", low=0.0), nargs="+", required=True,
+                    help="width ratios r/d, each in [0, inf)")
+    add_output(mt, quiet=False)
     mt.set_defaults(func=cmd_mnne_threshold)

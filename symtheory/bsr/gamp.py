@@ -4,7 +4,7 @@ The denoiser and its predicted variance come from the same generated kernels as 
 Bayes-optimal theory (:func:`theory.rie_denoise`, :func:`theory.mmse_rie`); the
 Gaussian output channel's ``g_out`` is derived symbolically (glm.channels).  The
 state evolution ``v <- mmse_RIE(beta, rho, (Delta + v)/alpha)`` (bsr.md 6.2) runs
-alongside with the same damping.
+alongside (undamped: the damped iteration shares its fixed point, see glm.gamp).
 """
 from __future__ import annotations
 
@@ -29,6 +29,10 @@ def gamp_rie(data: BSRData, *, damping: float = 0.0, a_estimator: str = "derivat
              onsager: str = "empirical", max_iter: int = 100, tol: float = 1e-8,
              restore_best: bool = True, progress: bool = False) -> GampResult:
     """GAMP-RIE on a BSR instance; trace columns ``mse, variance, se_variance, A``.
+
+    ``damping``: weight of the previous iterate in [0, 1) (0 = undamped), applied to
+    ``g_out``, ``A`` and the estimate together so that the fixed point is unchanged
+    (glm.gamp; bsr.md 6.1 damps ``S`` and ``V`` only).
 
     ``a_estimator='derivative'`` is the theoretical ``A = alpha/(Delta + V)`` (for the
     Gaussian channel ``-alpha mean(dg_out)`` equals it exactly); ``'square'`` is the

@@ -93,3 +93,141 @@ def weighted_moments(logw, zs, count, out_mean, out_cov):
         for b in range(a):
             out_cov[a, b] = out_cov[b, a]
     return lmax + math.log(total)
+
+
+@numba.njit(cache=True)
+def cholesky_logdet(S):
+    """In-place lower Cholesky factor of the SPD ``S``; returns ``log det S`` (``-inf``
+    if ``S`` is not numerically positive definite)."""
+    n = S.shape[0]
+    logdet = 0.0
+    for j in range(n):
+        acc = S[j, j]
+        for k in range(j):
+            acc -= S[j, k] * S[j, k]
+        if not acc > 0.0:
+            return -math.inf
+        ljj = math.sqrt(acc)
+        S[j, j] = ljj
+        logdet += 2.0 * math.log(ljj)
+        for i in range(j + 1, n):
+            acc = S[i, j]
+            for k in range(j):
+                acc -= S[i, k] * S[j, k]
+            S[i, j] = acc / ljj
+        for i in range(j):
+            S[i, j] = 0.0
+    return logdet
+
+
+@numba.njit(cache=True)
+def cholesky_solve(Lc, x):
+    """Overwrite ``x`` with ``S^{-1} x`` given the Cholesky factor ``Lc`` of ``S``."""
+    n = Lc.shape[0]
+    for i in range(n):
+        acc = x[i]
+        for k in range(i):
+            acc -= Lc[i, k] * x[k]
+        x[i] = acc / Lc[i, i]
+    for i in range(n - 1, -1, -1):
+        acc = x[i]
+        for k in range(i + 1, n):
+            acc -= Lc[k, i] * x[k]
+        x[i] = acc / Lc[i, i]
+
+
+@numba.njit(cache=True)
+def gaussian_conjugate(A, b, y, m, C, delta, post_mean, post_cov):
+    """``x ~ N(m, C)``, ``y | x ~ N(A x + b, delta I)``: returns ``log N(y; A m + b, S)``
+    with ``S = A C A^T + delta I`` and writes the posterior mean
+    ``m + C A^T S^{-1} r`` (``r = y - A m - b``) and covariance
+    ``C - C A^T S^{-1} A C`` (smi.md 3 applied to the affine indices)."""
+    n_out = A.shape[0]
+    nS = A.shape[1]
+    AC = np.zeros((n_out, nS))
+    for i in range(n_out):
+        for j in range(nS):
+            acc = 0.0
+            for k in range(nS):
+                acc += A[i, k] * C[k, j]
+            AC[i, j] = acc
+    S = np.zeros((n_out, n_out))
+    r = np.empty(n_out)
+    for i in range(n_out):
+        for j in range(i + 1):
+            acc = 0.0
+            for k in range(nS):
+                acc += AC[i, k] * A[j, k]
+            S[i, j] = acc
+            S[j, i] = acc
+        S[i, i] += delta
+        acc = y[i] - b[i]
+        for k in range(nS):
+            acc -= A[i, k] * m[k]
+        r[i] = acc
+    logdet = cholesky_logdet(S)
+    if logdet == -math.inf:
+        return -math.inf
+    alpha = r.copy()
+    cholesky_solve(S, alpha)
+    quad = 0.0
+    for i in range(n_out):
+        quad += r[i] * alpha[i]
+    col = np.empty(n_out)
+    for j in range(nS):
+        acc = m[j]
+        for i in range(n_out):
+            acc += AC[i, j] * alpha[i]
+        post_mean[j] = acc
+    for j in range(nS):
+        for i in range(n_out):
+            col[i] = AC[i, j]
+        cholesky_solve(S, col)          # S^{-1} (A C)_{., j}
+        for k in range(j + 1):
+            acc = C[k, j]
+            for i in range(n_out):
+                acc -= AC[i, k] * col[i]
+            post_cov[k, j] = acc
+            post_cov[j, k] = acc
+    return -0.5 * quad - 0.5 * logdet - 0.5 * n_out * math.log(2.0 * math.pi)
+
+
+@numba.njit(cache=True)
+def mixture_moments(logw, zs, within, sub, count, out_mean, out_cov):
+    """:func:`weighted_moments` of a mixture whose node ``j`` also carries the
+    covariance ``within[j]`` on the coordinates ``sub`` (law of total covariance)."""
+    logz = weighted_moments(logw, zs, count, out_mean, out_cov)
+    if logz == -math.inf or sub.shape[0] == 0:
+        return logz
+    ns = sub.shape[0]
+    for j in range(count):
+        w = math.exp(logw[j] - logz)
+        if w == 0.0:
+            continue
+        for a in range(ns):
+            for b in range(ns):
+                out_cov[sub[a], sub[b]] += w * within[j, a, b]
+    return logz
+
+
+@numba.njit(cache=True)
+def moment_change(logz0, mean0, cov0, logz1, mean1, cov1, sd):
+    """Largest change between two moment sets, each in its natural unit: ``log Z``,
+    means over the prior standard deviations ``sd``, covariances over ``sd_i sd_j``."""
+    d = mean0.shape[0]
+    err = abs(logz1 - logz0)
+    for a in range(d):
+        err = max(err, abs(mean1[a] - mean0[a]) / sd[a])
+        for b in range(d):
+            err = max(err, abs(cov1[a, b] - cov0[a, b]) / (sd[a] * sd[b]))
+    return err
+
+
+@numba.njit(cache=True, parallel=True)
+def moment_change_batch(logz0, mean0, cov0, logz1, mean1, cov1, sd):
+    """:func:`moment_change` per sample (arrays ``(n,)``, ``(n, d)``, ``(n, d, d)``)."""
+    n = logz0.shape[0]
+    out = np.empty(n)
+    for s in numba.prange(n):
+        out[s] = moment_change(logz0[s], mean0[s], cov0[s], logz1[s], mean1[s], cov1[s], sd)
+    return out

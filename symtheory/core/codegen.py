@@ -10,26 +10,38 @@ and of the SymPy/Numba/NumPy/Python versions; the module is imported, registered
 cache=True)``.  A second process (or a second run) loads the machine code from the
 cache instead of compiling it; each kernel reports which of the two happened.
 
+Damaged cache entries heal themselves: the module file is compared with the source
+it must contain (its name is a hash of that source) and rewritten if it differs,
+and Numba entries that fail their checksum (:func:`cache.verify_entries`) or fail
+to unpickle are deleted and recompiled, with one :class:`~.cache.CacheWarning`.
+
+Functions compiled lazily at their first call (drivers in ``extra_source``, helper
+modules such as :mod:`._spectral_nb`) go through :func:`logged_dispatcher` /
+:class:`JitModule`, which time that first call and log "compiled" or "loaded" like
+the kernels themselves (logger ``symtheory.kernels``, records in :data:`LOADED`).
+
 The same expressions are available at arbitrary precision through
 :meth:`Kernel.mp` (SymPy's mpmath printer), the independent path used by tests and
 by high-precision solves.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import logging
-import os
+import pickle
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import sympy as sp
 from sympy.printing.pycode import MpmathPrinter, PythonCodePrinter
 
+from . import cache
 from .cache import kernel_dir
 
 log = logging.getLogger("symtheory.kernels")
@@ -48,7 +60,162 @@ class KernelLoad:
     module: str
     path: str
     status: str  # "compiled" (no usable cache entry) or "loaded" (machine code from cache)
-    seconds: float
+    seconds: float  # module import; for a lazily compiled function its first call
+
+
+#: What Numba raises when it reads a damaged index (.nbi) or data (.nbc) file, as
+#: observed by truncating, zeroing and flipping bytes of real entries:
+#: UnpicklingError/EOFError (truncated, zeroed), ValueError (UnicodeDecodeError,
+#: "unsupported pickle protocol"), AttributeError (pickled class name damaged),
+#: RuntimeError ("LLVM bitcode parsing error").  Caught only around a load that
+#: had cache entries to blame, and retried once after deleting them.
+DAMAGED_ENTRY_ERRORS = (pickle.UnpicklingError, EOFError, ValueError, AttributeError,
+                        RuntimeError)
+
+
+def _numba_cache_path(py_file: Path) -> Path:
+    """Where Numba keeps the cache of functions defined in ``py_file``: the user's
+    ``NUMBA_CACHE_DIR`` if set, else ``__pycache__`` beside it (kept writable by
+    :func:`cache.kernel_dir`, so Numba never falls back to its user-wide directory)."""
+    import numba
+    from numba.core.caching import _CacheLocator
+
+    if numba.config.CACHE_DIR:
+        return Path(numba.config.CACHE_DIR) / _CacheLocator.get_suitable_cache_subpath(str(py_file))
+    return py_file.parent / "__pycache__"
+
+
+_WARNED_LOCATIONS: set = set()
+
+
+def _check_location(label: str, py_file: Path, actual) -> None:
+    """Warn once per directory when Numba caches ``label`` elsewhere than expected:
+    its user-wide fallback, used when the directory beside the source is not
+    writable, is invisible to ``symtheory cache info|clear``."""
+    expected = _numba_cache_path(py_file)
+    actual = Path(actual)
+    if actual != expected and actual not in _WARNED_LOCATIONS:
+        _WARNED_LOCATIONS.add(actual)
+        cache.warn(f"Numba caches {label} in {actual} because {expected} is not writable; "
+                   f"`symtheory cache clear` does not remove that directory")
+
+
+def _cache_totals(dispatchers) -> tuple[int, int]:
+    hits = sum(sum(d.stats.cache_hits.values()) for d in dispatchers)
+    misses = sum(sum(d.stats.cache_misses.values()) for d in dispatchers)
+    return hits, misses
+
+
+def _retry_after_purge(call, directory: Path, prefix: str, repairs: list):
+    """``call()``; if it raises what a damaged Numba entry raises and there were
+    entries starting with ``prefix`` to blame, delete them (noted in ``repairs``) and
+    call once more -- an error that persists is genuine and propagates."""
+    try:
+        return call()
+    except DAMAGED_ENTRY_ERRORS as exc:
+        purged = cache.purge_entries(directory, prefix)
+        if not purged:
+            raise
+        repairs.append(f"{', '.join(purged)} ({type(exc).__name__}: {exc})")
+    return call()
+
+
+def _warn_repaired(what: str, where, repairs) -> None:
+    cache.warn(f"symtheory: rebuilt damaged cache entries of {what} in {where}: "
+               + "; ".join(repairs))
+
+
+class LazyDispatcher:
+    """A Numba dispatcher compiled at its first call, with that call timed and logged.
+
+    Before the first call the function's cache entries are checked
+    (:func:`cache.verify_entries`); a damaged entry that still fails to load is
+    deleted and the call retried once.  The outcome -- "compiled" (cache miss) or
+    "loaded" (machine code from the cache) and the time of the first call, which
+    includes its run time -- goes to logger ``symtheory.kernels`` and :data:`LOADED`.
+    Later calls are forwarded; :func:`logged_dispatcher` hands out the raw dispatcher
+    once the first call is done, so hot loops pay nothing.
+    """
+
+    def __init__(self, dispatcher):
+        self.dispatcher = dispatcher
+        py_func = dispatcher.py_func
+        self._file = Path(py_func.__code__.co_filename)
+        self._label = f"{self._file.stem}.{py_func.__qualname__}"
+        self._prefix = f"{self._label}-{py_func.__code__.co_firstlineno}."
+
+    def __getattr__(self, name):
+        return getattr(self.dispatcher, name)
+
+    def __call__(self, *args, **kwargs):
+        disp = self.dispatcher
+        if disp in _FIRST_CALLED:
+            return disp(*args, **kwargs)
+        call = functools.partial(disp, *args, **kwargs)
+        where = disp.stats.cache_path  # None: a dispatcher without cache=True
+        directory = Path(where) if where else None
+        repairs = []
+        if directory is not None:
+            _check_location(self._label, self._file, directory)
+            repairs = cache.verify_entries(directory, self._prefix)
+        n_overloads = len(disp.overloads)
+        hits0, misses0 = _cache_totals([disp])
+        t0 = time.perf_counter()
+        result = call() if directory is None else _retry_after_purge(
+            call, directory, self._prefix, repairs)
+        seconds = time.perf_counter() - t0
+        _FIRST_CALLED.add(disp)
+        hits, misses = _cache_totals([disp])
+        if misses > misses0 or (hits == hits0 and len(disp.overloads) > n_overloads):
+            status = "compiled"
+        elif hits > hits0:
+            status = "loaded"
+        else:  # compiled earlier in this process, e.g. as a callee of another function
+            log.debug("jit %s already in memory (first call %.3f s)", self._label, seconds)
+            status = None
+        if status:
+            if directory is not None:
+                cache.record_entries(directory, self._prefix)
+            LOADED[self._label] = KernelLoad(disp.py_func.__qualname__, disp.py_func.__module__,
+                                             str(self._file), status, seconds)
+            log.info("jit %s %s in %.3f s (first call, %s)", self._label, status, seconds,
+                     directory or "not cached on disk")
+        if repairs:
+            _warn_repaired(f"function {self._label}", directory, repairs)
+        return result
+
+
+#: dispatchers whose first call went through a LazyDispatcher
+_FIRST_CALLED: set = set()
+
+
+def logged_dispatcher(dispatcher):
+    """``dispatcher`` wrapped to log its first call (see :class:`LazyDispatcher`);
+    the raw dispatcher itself once that call is done."""
+    if dispatcher in _FIRST_CALLED:
+        return dispatcher
+    return LazyDispatcher(dispatcher)
+
+
+class JitModule:
+    """A module seen through :func:`logged_dispatcher`: its jitted functions log their
+    first call; other attributes are the module's.  After a function's first call the
+    raw dispatcher is stored on the instance, so attribute access costs nothing more."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        from numba.extending import is_jitted
+
+        value = getattr(self._module, name)
+        if not is_jitted(value):
+            setattr(self, name, value)
+            return value
+        wrapped = logged_dispatcher(value)
+        if wrapped is value:
+            setattr(self, name, value)
+        return wrapped
 
 
 class KernelPrinter(PythonCodePrinter):
@@ -214,8 +381,12 @@ class Kernel:
         return "\n".join(lines) + "\n"
 
     def extra(self, attr: str):
-        """A function defined by ``extra_source`` in the generated module."""
-        return getattr(self._load(), attr.format(name=self.name))
+        """A function defined by ``extra_source`` in the generated module (compiled at
+        its first call, which is logged: see :func:`logged_dispatcher`)."""
+        from numba.extending import is_jitted
+
+        value = getattr(self._load(), attr.format(name=self.name))
+        return logged_dispatcher(value) if is_jitted(value) else value
 
     @property
     def digest(self) -> str:
@@ -237,37 +408,68 @@ class Kernel:
 
     # ------------------------------------------------------------------ loading
     def _load(self):
+        """Import the generated module, writing or repairing its file first.
+
+        The file must hold exactly :attr:`source` (its name is a hash of it); a
+        truncated, emptied or edited file is rewritten.  Numba entries are checked
+        against their recorded checksums, and entries that still fail to load are
+        deleted and the import retried once.  Repairs are reported by one warning.
+        """
         if self._module is not None:
             return self._module
         modname = self.module_name
         if modname in sys.modules:
             self._module = sys.modules[modname]
             return self._module
-        path = kernel_dir() / f"{modname}.py"
-        if not path.exists():
-            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            with os.fdopen(fd, "w") as fh:
-                fh.write(self.source)
-            os.replace(tmp, path)
-        spec = importlib.util.spec_from_file_location(modname, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[modname] = module
-        t0 = time.perf_counter()
+        kdir = kernel_dir()
+        cache.seed("kernels", [f"{modname}.py", f"__pycache__/{modname}.*"])
+        path = kdir / f"{modname}.py"
+        source = self.source.encode()
+        repairs = []
         try:
-            spec.loader.exec_module(module)
-        except Exception:
-            del sys.modules[modname]
-            raise
+            on_disk = path.read_bytes()
+        except FileNotFoundError:
+            on_disk = None
+        if on_disk != source:
+            if on_disk is not None:
+                # Numba's entries stay: they are stamped with the source's hash
+                repairs.append(f"{path.name} ({len(on_disk)} bytes instead of {len(source)})")
+            cache.write_atomic(path, source)
+        pycache = _numba_cache_path(path)
+        repairs += cache.verify_entries(pycache, f"{modname}.")
+        t0 = time.perf_counter()
+        module = _retry_after_purge(lambda: self._exec(modname, path), pycache,
+                                    f"{modname}.", repairs)
         seconds = time.perf_counter() - t0
         disp = [getattr(module, self.name)]
         if self.vector_args:
             disp.append(getattr(module, f"{self.name}_vec"))
-        hits = sum(sum(d.stats.cache_hits.values()) for d in disp)
-        misses = sum(sum(d.stats.cache_misses.values()) for d in disp)
+        hits, misses = _cache_totals(disp)
         status = "loaded" if hits and not misses else "compiled"
+        _check_location(f"kernel {self.name}", path, disp[0].stats.cache_path)
+        cache.record_entries(pycache, f"{modname}.")
         LOADED[modname] = KernelLoad(self.name, modname, str(path), status, seconds)
         log.info("kernel %s %s in %.3f s (%s)", self.name, status, seconds, path)
+        if repairs:
+            _warn_repaired(f"kernel {self.name}", kdir, repairs)
         self._module = module
+        return module
+
+    def _exec(self, modname: str, path: Path):
+        """Execute :attr:`source` as module ``modname`` backed by ``path``.
+
+        Compiled from the verified source rather than through the import system, so
+        no ``.pyc`` (another file that could be damaged) is read or written.
+        """
+        spec = importlib.util.spec_from_file_location(modname, path)
+        module = importlib.util.module_from_spec(spec)
+        code = compile(self.source, str(path), "exec")
+        sys.modules[modname] = module
+        try:
+            exec(code, module.__dict__)
+        except BaseException:
+            del sys.modules[modname]
+            raise
         return module
 
     @property

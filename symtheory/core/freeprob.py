@@ -194,3 +194,82 @@ def large_z_moments(P: sp.Expr, G: sp.Symbol, z: sp.Symbol, order: int) -> list[
         sol[x] = sp.factor(val[0])
         moments.append(sol[x])
     return moments
+
+
+# ----------------------------------------------------------------- R-transforms
+# Voiculescu's R-transform: G^{-1}(g) = R(g) + 1/g, and R_{a boxplus b} = R_a + R_b for
+# free (e.g. independent, one of them rotation invariant) a and b.  An algebraic law
+# has an algebraic R-transform; the relations below are obtained by substitution and
+# resultants, like everything else in this module.
+
+
+def r_transform_relation(law: AlgebraicStieltjes, R=None,
+                         g=None) -> tuple[sp.Expr, sp.Symbol, sp.Symbol]:
+    """Polynomial ``Q(R, g) = 0`` satisfied by the R-transform of ``law``.
+
+    With ``G = -s`` and ``z = u`` the inverse Cauchy transform is ``z = R(g) + 1/g`` at
+    ``G = g``, so ``Q`` is the numerator of ``law.poly(s = -g, u = R + 1/g)`` (factors
+    depending on one variable only are dropped).  Returns ``(Q, R, g)``.
+    """
+    R = R or sp.Symbol("R")
+    g = g or sp.Symbol("g")
+    expr = law.poly.subs({law.s: -g, law.u: R + 1 / g}, simultaneous=True)
+    num = sp.numer(sp.together(expr))
+    _, factors = sp.factor_list(sp.expand(num))
+    keep = [f for f, _ in factors if f.has(R) and f.has(g)]
+    if len(keep) != 1:
+        raise ValueError(f"R-transform relation: ambiguous factorization {keep}")
+    return sp.expand(keep[0]), R, g
+
+
+def law_from_r_transform(Q: sp.Expr, R: sp.Symbol, g: sp.Symbol, params=(), s=None,
+                         u=None) -> AlgebraicStieltjes:
+    """Inverse of :func:`r_transform_relation`: the Stieltjes relation of the law whose
+    R-transform solves ``Q(R, g) = 0`` (``g = -s``, ``R = u - 1/g = u + 1/s``).  The factor kept
+    is the one carrying the branch ``s ~ -1/u`` at infinity."""
+    s = s or sp.Symbol("s")
+    u = u or sp.Symbol("u")
+    expr = Q.subs({R: u + 1 / s, g: -s}, simultaneous=True)
+    num = sp.numer(sp.together(expr))
+    params = tuple(params) or tuple(sorted(num.free_symbols - {s, u}, key=str))
+    poly = _primitive_factor(num, (s, u), params,
+                             lambda cands: _select_branch(cands, s, u, params))
+    return AlgebraicStieltjes(poly, s, u, params)
+
+
+def semicircle(variance, s=None, u=None, params=()) -> AlgebraicStieltjes:
+    """Wigner semicircle of the given variance, defined by its R-transform
+    ``R(g) = variance * g`` (the free Gaussian: only the second free cumulant)."""
+    R, g = sp.symbols("R_sc g_sc")
+    return law_from_r_transform(R - sp.sympify(variance) * g, R, g, params=params, s=s, u=u)
+
+
+def free_additive_convolution(a: AlgebraicStieltjes, b: AlgebraicStieltjes,
+                              params=()) -> AlgebraicStieltjes:
+    """Law of ``A + B`` for free ``A ~ a``, ``B ~ b``: ``R = R_a + R_b``.
+
+    ``R_a`` is eliminated between ``Q_a(R_a, g) = 0`` and ``Q_b(R - R_a, g) = 0`` by a
+    resultant; the relation is returned in the variables of ``a``.
+    """
+    R, g, Ra = sp.Symbol("R_"), sp.Symbol("g_"), sp.Symbol("Ra_")
+    Qa, _, _ = r_transform_relation(a, Ra, g)
+    Qb, Rb, _ = r_transform_relation(b, sp.Symbol("Rb_"), g)
+    Qb = Qb.subs(Rb, R - Ra)
+    res = sp.resultant(sp.Poly(Qa, Ra), sp.Poly(sp.expand(Qb), Ra)).as_expr()
+    _, factors = sp.factor_list(sp.expand(res))
+    cands = [f for f, _ in factors if f.has(R) and f.has(g)]
+    params = tuple(params) or tuple(sorted((set(a.params) | set(b.params)), key=str))
+    laws = [law_from_r_transform(sp.expand(f), R, g, params, a.s, a.u) for f in cands]
+    if len(laws) == 1:
+        return laws[0]
+    poly = _select_branch([lw.poly for lw in laws], a.s, a.u, params)
+    return AlgebraicStieltjes(poly, a.s, a.u, params)
+
+
+def free_additive_convolution_semicircle(law: AlgebraicStieltjes, variance,
+                                         params=()) -> AlgebraicStieltjes:
+    """Law of ``A + sqrt(variance) Z``, ``Z`` a Wigner (GOE) matrix with semicircle on
+    ``[-2, 2]`` free from ``A``: ``R_Y(g) = R_A(g) + variance g``."""
+    params = tuple(params) or tuple(law.params) + tuple(
+        sorted(sp.sympify(variance).free_symbols - set(law.params), key=str))
+    return free_additive_convolution(law, semicircle(variance, params=params), params=params)

@@ -16,8 +16,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .validate import ParameterError
+
 #: |t| <= T_MAX: distance of the outermost node to an end ~ 1e-37 (b - a)
 T_MAX = 4.0
+
+
+def _tanh_sinh_unit(level: int, only_new: bool):
+    """Level-``level`` nodes on ``[-1, 1]``: side (-1/+1: nearer end), distance to that
+    end, unit-step weight (``int_{-1}^{1} f = 2**-level sum w f``)."""
+    step = 2.0 ** (-level)
+    kmax = int(np.floor(T_MAX / step))
+    k = np.arange(-kmax, kmax + 1)
+    if only_new and level > 0:
+        k = k[k % 2 != 0]
+    t = k * step
+    u = 0.5 * np.pi * np.sinh(t)
+    e = np.exp(-2.0 * np.abs(u))
+    cu = np.cosh(u)
+    return np.where(u < 0, -1.0, 1.0), 2.0 * e / (1.0 + e), 0.5 * np.pi * np.cosh(t) / (cu * cu)
 
 
 def tanh_sinh_nodes(a: float, b: float, level: int, only_new: bool = False):
@@ -27,26 +44,19 @@ def tanh_sinh_nodes(a: float, b: float, level: int, only_new: bool = False):
     ``only_new`` (level >= 1) only the nodes absent from ``level - 1`` are returned.
     Nodes are sorted increasingly.
     """
-    step = 2.0 ** (-level)
-    kmax = int(np.floor(T_MAX / step))
-    k = np.arange(-kmax, kmax + 1)
-    if only_new and level > 0:
-        k = k[k % 2 != 0]
-    t = k * step
-    u = 0.5 * np.pi * np.sinh(t)
+    side, gap, w = _tanh_sinh_unit(level, only_new)
     h = 0.5 * (b - a)
-    e = np.exp(-2.0 * np.abs(u))
-    gap = 2.0 * h * e / (1.0 + e)            # distance to the nearer end
-    x = np.where(u < 0, a + gap, b - gap)
-    cu = np.cosh(u)
-    w = h * 0.5 * np.pi * np.cosh(t) / (cu * cu)
-    return x, w
+    x = np.where(side < 0, a + h * gap, b - h * gap)
+    return x, h * w
 
 
 def gauss_hermite(n: int):
-    """Nodes and weights with ``sum w f(x) ~= E[f(Z)]``, ``Z ~ N(0, 1)``."""
-    x, w = np.polynomial.hermite_e.hermegauss(n)
-    return x, w / np.sqrt(2.0 * np.pi)
+    """Nodes and weights with ``sum w f(x) ~= E[f(Z)]``, ``Z ~ N(0, 1)`` (scipy's
+    Golub-Welsch with asymptotic refinement: finite weights at any ``n``)."""
+    from scipy.special import roots_hermitenorm
+
+    x, w = roots_hermitenorm(int(n))
+    return x, w / math.sqrt(2.0 * math.pi)
 
 
 def integrate_tanh_sinh(f, a: float, b: float, *, rtol: float = 1e-13, max_level: int = 10,
@@ -89,16 +99,15 @@ class TensorRule:
 
     def __post_init__(self):
         if self.kind not in ("gauss-hermite", "uniform"):
-            raise ValueError(f"quadrature kind must be 'gauss-hermite' or 'uniform', got {self.kind!r}")
+            raise ParameterError(f"quadrature kind must be 'gauss-hermite' or 'uniform', got {self.kind!r}")
         if int(self.n) < 1:
-            raise ValueError(f"quadrature n must be >= 1, got {self.n}")
+            raise ParameterError(f"quadrature n must be >= 1, got {self.n}")
         if not self.width > 0:
-            raise ValueError(f"quadrature width must be > 0, got {self.width}")
+            raise ParameterError(f"quadrature width must be > 0, got {self.width}")
 
     def one_dim(self):
         if self.kind == "gauss-hermite":
-            x, w = np.polynomial.hermite_e.hermegauss(int(self.n))
-            return x, w / math.sqrt(2 * math.pi)
+            return gauss_hermite(self.n)
         x = np.linspace(-self.width, self.width, int(self.n))
         dx = x[1] - x[0] if self.n > 1 else 1.0
         return x, np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi) * dx
@@ -117,3 +126,76 @@ class TensorRule:
     def refined(self):
         """A finer rule of the same kind (for a-posteriori error estimates)."""
         return TensorRule(self.kind, 2 * int(self.n) - (self.kind == "uniform"), self.width)
+
+    def coarsened(self):
+        """A rule with about half the nodes per axis: the difference to it estimates
+        (over-estimates, for a converging rule) the error of this one."""
+        n = int(self.n)
+        return TensorRule(self.kind, max(1, (n + 1) // 2 if self.kind == "uniform" else n // 2),
+                          self.width)
+
+    def describe(self) -> str:
+        return f"tensor {self.kind} {self.n} per axis" + (
+            f" on [-{self.width}, {self.width}]" if self.kind == "uniform" else "")
+
+
+@dataclass(frozen=True)
+class AdaptiveRule:
+    """Integration refined per sample until a stated tolerance is met.
+
+    ``rtol`` bounds the estimated change of the posterior moments between the last two
+    refinements, in natural units (``log Z``; means over prior standard deviations;
+    covariances over products of them).  Used by the multi-index channels for
+    one-dimensional integrals (composite Gauss-Legendre with ``gauss_legendre`` nodes
+    per panel, ``2**level`` panels per smooth piece, levels ``min_level..max_level``;
+    nested tanh-sinh for orthant integrals) and, in more dimensions, for Gauss-Hermite
+    tensor rules doubled from ``tensor_start`` nodes per axis while the grid has at most
+    ``max_tensor_nodes`` nodes.
+    """
+
+    rtol: float = 1e-10
+    gauss_legendre: int = 8
+    min_level: int = 4
+    max_level: int = 11
+    tanh_sinh_max_level: int = 9
+    tensor_start: int = 10
+    max_tensor_nodes: int = 250_000
+
+    def __post_init__(self):
+        if not (0 < self.rtol < 1):
+            raise ParameterError(f"rtol must be in (0, 1), got {self.rtol}")
+        if not (1 <= self.min_level < self.max_level <= 16):
+            raise ParameterError(f"levels must satisfy 1 <= min_level < max_level <= 16, got "
+                             f"{self.min_level}, {self.max_level}")
+        if int(self.gauss_legendre) < 2:
+            raise ParameterError(f"gauss_legendre must be >= 2, got {self.gauss_legendre}")
+
+    def legendre(self):
+        """Gauss-Legendre nodes and weights on ``[-1, 1]``."""
+        return np.polynomial.legendre.leggauss(int(self.gauss_legendre))
+
+    def tensor_sequence(self, dim: int):
+        """The Gauss-Hermite rules tried in ``dim`` dimensions, coarsest first."""
+        rules = []
+        n = int(self.tensor_start)
+        while n ** dim <= self.max_tensor_nodes or not rules:
+            rules.append(TensorRule("gauss-hermite", n))
+            n *= 2
+        return rules
+
+    def describe(self) -> str:
+        return f"adaptive (rtol {self.rtol:g})"
+
+
+def tanh_sinh_unit_levels(max_level: int):
+    """Nested tanh-sinh nodes on ``[-1, 1]`` for levels ``0..max_level``, for Numba drivers.
+
+    Returns ``(gap, side, weight, offsets)``: the nodes new at level ``l`` are
+    ``offsets[l]:offsets[l + 1]``; a node is at distance ``gap * (b - a)/2`` from end
+    ``a`` (``side < 0``) or ``b`` (``side > 0``) of ``[a, b]`` (no rounding onto an end);
+    the level-``l`` rule is ``2**-l (b - a)/2 sum_{levels <= l} weight f``.
+    """
+    parts = [_tanh_sinh_unit(level, True) for level in range(int(max_level) + 1)]
+    offsets = np.cumsum([0] + [len(p[0]) for p in parts]).astype(np.int64)
+    side, gap, weight = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    return gap, side, weight, offsets

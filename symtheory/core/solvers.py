@@ -1,9 +1,14 @@
 """Root and fixed-point solvers shared by every model.
 
 * :func:`find_root` -- bracketed scalar root (Brent, via SciPy) with a result object.
-* :func:`positive_fixed_point` -- ``v = err(v)`` on ``(0, hi]`` bracketed from below.
-* :func:`fixed_point` -- damped fixed-point iteration ``x <- F(x)`` for scalars or
-  arrays, with adaptive damping, iteration history and a convergence report.
+* :func:`positive_fixed_point` -- ``v = err(v)`` on ``(0, hi]`` bracketed from below (the
+  scalar monotone strategy: Brent's method, no iteration).
+* :func:`check_damping` -- the one meaning of ``damping``: weight of the previous
+  iterate, in [0, 1).
+* :func:`fixed_point` -- the fixed-point engine for scalars or arrays: damped (optionally
+  adaptive) iteration, domain check, Newton polish with a difference Jacobian
+  (:func:`difference_jacobian`), stability check and escape along an unstable
+  direction; the state evolutions are thin clients of it.
 * :func:`fixed_points_from_starts` -- the same from several starts (uninformed,
   informed), flagging distinct fixed points.
 * :func:`refine_root_mp` -- refine a float64 root with mpmath at ``digits``
@@ -19,6 +24,15 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+
+from .validate import ParameterError, real
+
+
+def check_damping(damping, name: str = "damping") -> float:
+    """The one meaning of damping in the package: the weight ``theta`` of the *previous*
+    iterate, ``x <- theta x_old + (1 - theta) x_new``, in [0, 1) (0 = undamped).
+    Anything else raises :class:`~symtheory.core.validate.ParameterError`."""
+    return real(name, damping, low=0, high=1, high_open=True)
 
 
 class ConvergenceWarning(UserWarning):
@@ -40,6 +54,10 @@ class SolverResult:
     method: str
     message: str = ""
     history: list = field(default_factory=list)
+    evaluations: int = 0          # calls of the user's function
+    stable: bool | None = None    # fixed_point(stability=True): no Jacobian eigenvalue > 1
+    escapes: int = 0              # unstable fixed points left along their unstable direction
+    jacobian: np.ndarray | None = field(default=None, repr=False)
 
     def __repr__(self):
         v = self.value if np.ndim(self.value) == 0 else np.asarray(self.value).tolist()
@@ -103,54 +121,239 @@ def positive_fixed_point(err: Callable[[float], float], hi: float = 1.0, *,
     raise NoBracketError(f"{name}: no positive residual err(v) - v down to v = {lows[-1]}")
 
 
-def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
-                tol: float = 1e-10, maxiter: int = 1000, project: Callable | None = None,
-                name: str = "fixed point", keep_history: bool = False,
-                warn: bool = True) -> SolverResult:
-    """Iterate ``x <- (1 - theta) F(x) + theta x`` until ``|F(x) - x| <= tol (1 + |x|)``.
+# Largest real part of a Jacobian eigenvalue still called stable: the Jacobian is a
+# forward difference with step ~1e-6, accurate to ~1e-6 relative.
+STABILITY_MARGIN = 1e-6
 
-    ``damping`` is the initial ``theta`` in [0, 1).  With ``adaptive``, ``theta``
-    moves towards 1 when the residual grows (oscillation) and back towards its
-    initial value while it shrinks.  ``project`` (e.g. symmetrization, clipping to
-    a domain) is applied after each step.  Works for scalars and arrays.
+
+def difference_jacobian(F: Callable, x, fx=None, *, step: float = 1e-6,
+                        domain: Callable | None = None, directions=None):
+    """Jacobian ``dF/dx`` of a map of a flat vector by one-sided differences.
+
+    Column ``j`` is the difference quotient along the direction ``d_j`` (columns of
+    ``directions``, default the unit vectors): forward ``x + h d_j``, or backward
+    ``x - h d_j`` where the forward point is outside ``domain`` (a point on or near the
+    boundary of the domain gets one-sided differences into it).  With ``D`` the matrix
+    of directions, ``J = [dF(d_1) ... dF(d_k)] D^{-1}``; directions other than the unit
+    vectors let every difference stay inside a domain (e.g. positive semidefinite
+    matrices at 0, where no off-diagonal unit step is allowed).  Returns ``None`` if a
+    direction leaves the domain both ways.
     """
-    if not 0.0 <= damping < 1.0:
-        raise ValueError(f"damping must be in [0, 1), got {damping}")
-    x = np.asarray(x0, dtype=float).copy()
-    theta = damping
-    prev_res = np.inf
+    x = np.asarray(x, dtype=float).ravel()
+    k = x.size
+    D = np.eye(k) if directions is None else np.asarray(directions, dtype=float)
+    if D.shape != (k, k):
+        raise ParameterError(f"directions must be a {k} x {k} matrix, got shape {D.shape}")
+    fx = np.asarray(F(x) if fx is None else fx, dtype=float).ravel()
+    cols = []
+    for j in range(k):
+        for h in (step, -step):
+            xp = x + h * D[:, j]
+            if domain is None or domain(xp):
+                cols.append((np.asarray(F(xp), dtype=float).ravel() - fx) / h)
+                break
+        else:
+            return None
+    return np.linalg.solve(D.T, np.column_stack(cols).T).T
+
+
+def _largest_real_eigenvalue(J):
+    lam, vecs = np.linalg.eig(J)
+    k = int(np.argmax(lam.real))
+    return float(lam[k].real), vecs[:, k].real
+
+
+def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
+                tol: float = 1e-10, maxiter: int = 1000, domain: Callable | None = None,
+                project: Callable | None = None, newton_below: float = 0.0,
+                jacobian_step: float = 1e-6, jacobian_directions=None, stability: bool = False,
+                kick: float = 0.05, max_kicks: int = 3, orientation: Callable | None = None,
+                callback: Callable | None = None, name: str = "fixed point",
+                keep_history: bool = False, warn: bool = True) -> SolverResult:
+    """Fixed point of ``x = F(x)`` (scalar or array ``x``): the package's one engine.
+
+    **Damped iteration** ``x <- theta x + (1 - theta) F(x)`` (``damping`` = ``theta``, the
+    weight of the previous iterate, in [0, 1)) until ``max|F(x) - x| <= tol (1 + max|x|)``.
+    With ``adaptive``, ``theta`` moves towards 1 when the residual grows (oscillation)
+    and back towards ``damping`` while it shrinks.  ``project`` (e.g. symmetrization) is
+    applied after each step.
+
+    **Domain**: ``domain(x) -> bool`` says where ``F`` is defined.  The start must lie
+    in it; a step that leaves it is halved towards the current iterate until it is
+    inside; at convergence ``F(x)`` is returned if inside, else ``x`` (``F`` can round
+    onto the boundary, e.g. an overlap onto perfect recovery).
+
+    **Newton polish** (``newton_below > 0``): once the residual is below it, Newton steps
+    on ``F(x) - x = 0`` with the Jacobian of :func:`difference_jacobian` (``F`` must be
+    smooth: e.g. a Monte-Carlo map on frozen samples) remove the critical slowing down
+    near thresholds.  A step is taken only when the Jacobian has no eigenvalue with real
+    part > 1 (Newton would otherwise accelerate towards an *unstable* fixed point, which
+    the damped iteration leaves by itself), when it stays in the domain and when it
+    lowers the residual; after a refusal the next attempt waits 1, 2, 4, ... iterations.
+
+    **Stability** (``stability=True``): at convergence the Jacobian is computed (one-sided
+    differences into the domain, also on its boundary).  An eigenvalue with real part
+    > 1 (+ ``STABILITY_MARGIN``) makes the fixed point unstable for every damping (damping
+    maps an eigenvalue ``l`` to ``theta + (1 - theta) l``): the iteration restarts from
+    ``x + s v`` with ``v`` the eigenvector (max-norm 1), ``s`` in ``kick, kick/4,
+    kick/16`` with the sign making ``orientation(v) >= 0`` (default ``sum(v)``), then the
+    opposite sign -- the first point inside the domain -- at most ``max_kicks`` times.
+    ``maxiter`` bounds each run between kicks.
+
+    The result reports ``value, converged, iterations, residual, message``,
+    ``evaluations`` of ``F``, ``stable`` (``None`` when not checked), ``escapes`` and the
+    Jacobian at the returned point (flattened coordinates) when computed.  ``callback(
+    iteration, x, residual)`` sees every iterate.  Non-convergence and an unstable
+    result warn (:class:`ConvergenceWarning`) unless ``warn=False``.
+    """
+    theta0 = check_damping(damping)
+    tol = real("tol", tol, low=0.0, low_open=True)
+    newton_below = real("newton_below", newton_below, low=0.0)
+    kick = real("kick", kick, low=0.0, low_open=True)
+    if int(maxiter) < 1 or int(max_kicks) < 0:
+        raise ParameterError(f"maxiter must be >= 1 and max_kicks >= 0, got {maxiter}, {max_kicks}")
+    shape = np.shape(x0)
+    evaluations = 0
+
+    def shaped(v):
+        return float(v[0]) if shape == () else v.reshape(shape)
+
+    def Fv(v):
+        nonlocal evaluations
+        evaluations += 1
+        return np.asarray(F(shaped(v)), dtype=float).ravel()
+
+    def inside(v):
+        return domain is None or bool(domain(shaped(v)))
+
+    def jacobian(v, fv):
+        return difference_jacobian(Fv, v, fv, step=jacobian_step,
+                                   domain=None if domain is None else inside,
+                                   directions=jacobian_directions)
+
+    x = np.asarray(x0, dtype=float).ravel().copy()
+    if not inside(x):
+        raise ParameterError(f"{name}: the start {shaped(x)} is outside the domain of the map")
     history = []
-    res = np.inf
-    for it in range(1, maxiter + 1):
-        fx = np.asarray(F(x), dtype=float)
-        if not np.all(np.isfinite(fx)):
-            msg = f"{name}: map returned non-finite values at iteration {it}"
-            if warn:
-                warnings.warn(msg, ConvergenceWarning, stacklevel=2)
-            return SolverResult(_out(x), False, it, np.inf, "fixed-point", msg, history)
-        diff = fx - x
-        res = float(np.max(np.abs(diff)))
-        if keep_history:
-            history.append(_out(x))
-        if res <= tol * (1.0 + float(np.max(np.abs(x)))):
-            return SolverResult(_out(fx), True, it, res, "fixed-point", "converged", history)
-        if adaptive:
-            if res > prev_res:
-                theta = min(0.5 * (1.0 + theta), 0.95)
-            else:
-                theta = max(damping, 0.9 * theta)
-        prev_res = res
-        x = (1.0 - theta) * fx + theta * x
-        if project is not None:
-            x = np.asarray(project(x), dtype=float)
-    msg = f"{name}: not converged after {maxiter} iterations (residual {res:.3g})"
-    if warn:
-        warnings.warn(msg, ConvergenceWarning, stacklevel=2)
-    return SolverResult(_out(x), False, maxiter, res, "fixed-point", msg, history)
+
+    def run(x):
+        """One damped (+ Newton) run; returns (status, x, F(x), residual, iterations)."""
+        theta, prev_res, wait, skip = theta0, np.inf, 0, 1
+        fx = Fv(x)
+        res = np.inf
+        for it in range(1, int(maxiter) + 1):
+            if not np.all(np.isfinite(fx)):
+                return "non-finite", x, fx, np.inf, it
+            res = float(np.max(np.abs(fx - x)))
+            if keep_history:
+                history.append(_out(shaped(x)))
+            if callback is not None:
+                callback(it, shaped(x), res)
+            if res <= tol * (1.0 + float(np.max(np.abs(x)))):
+                return "converged", x, fx, res, it
+            step = None
+            if 0 < res < newton_below:
+                if wait > 0:
+                    wait -= 1
+                else:
+                    step = _newton_step(Fv, x, fx, res, jacobian, inside, project, shaped)
+                    wait, skip = (0, 1) if step is not None else (skip, 2 * skip)
+            if step is None:
+                if adaptive:
+                    theta = (min(0.5 * (1.0 + theta), 0.95) if res > prev_res
+                             else max(theta0, 0.9 * theta))
+                xn = theta * x + (1.0 - theta) * fx
+                if project is not None:
+                    xn = np.asarray(project(shaped(xn)), dtype=float).ravel()
+                for _ in range(60):      # halve the step until it is inside the domain
+                    if inside(xn):
+                        break
+                    xn = x + 0.5 * (xn - x)
+                else:
+                    return "left the domain", x, fx, res, it
+                step = xn, Fv(xn)
+            prev_res = res
+            x, fx = step
+        return "not converged", x, fx, res, int(maxiter)
+
+    total, escapes, left = 0, 0, []
+    stable, J, note = None, None, ""
+    while True:
+        status, x, fx, res, its = run(x)
+        total += its
+        if status != "converged" or not stability:
+            break
+        J = jacobian(x, fx)
+        if J is None:
+            note = "; stability not checked (a difference step leaves the domain both ways)"
+            break
+        lam, v = _largest_real_eigenvalue(J)
+        stable = lam <= 1.0 + STABILITY_MARGIN
+        if stable:
+            break
+        xk = None if escapes >= max_kicks else _escape(x, v, kick, inside, orientation)
+        if xk is None:
+            note = (f"; UNSTABLE fixed point (Jacobian eigenvalue {lam:.6g} > 1): "
+                    + (f"still unstable after {escapes} escapes" if escapes >= max_kicks
+                       else "no escape direction inside the domain"))
+            break
+        escapes += 1
+        left.append(lam)
+        x = xk
+    converged = status == "converged"
+    value = fx if converged and inside(fx) else x
+    if converged:
+        msg = f"converged in {total} iterations (residual {res:.2e})"
+    elif status == "not converged":
+        msg = f"not converged after {total} iterations (residual {res:.2e})"
+    else:
+        msg = f"stopped after {total} iterations: map {status} (residual {res:.2e})"
+    if escapes:
+        msg += (f"; left {escapes} unstable fixed point(s) along their unstable direction "
+                f"(largest Jacobian eigenvalue {', '.join(f'{v:.4g}' for v in left)})")
+    msg += note
+    if warn and (not converged or stable is False):
+        warnings.warn(f"{name}: {msg}", ConvergenceWarning, stacklevel=2)
+    result = SolverResult(_out(shaped(value)), converged, total, res, "fixed-point", msg, history)
+    result.evaluations, result.stable, result.escapes, result.jacobian = evaluations, stable, escapes, J
+    return result
+
+
+def _newton_step(Fv, x, fx, res, jacobian, inside, project, shaped):
+    """``(x_new, F(x_new))`` of a Newton step on ``F(x) - x``, or ``None`` (see
+    :func:`fixed_point`: refused towards an unstable point, outside the domain, or
+    when it does not lower the residual)."""
+    J = jacobian(x, fx)
+    if J is None or _largest_real_eigenvalue(J)[0] > 1.0 + STABILITY_MARGIN:
+        return None
+    try:
+        xn = x + np.linalg.solve(J - np.eye(x.size), x - fx)
+    except np.linalg.LinAlgError:
+        return None
+    if project is not None:
+        xn = np.asarray(project(shaped(xn)), dtype=float).ravel()
+    if not inside(xn):
+        return None
+    fn = Fv(xn)
+    if np.all(np.isfinite(fn)) and float(np.max(np.abs(fn - xn))) < res:
+        return xn, fn
+    return None
+
+
+def _escape(x, v, kick, inside, orientation):
+    """First of ``x + s v`` inside the domain (``fixed_point``'s escape rule), or ``None``."""
+    v = v / np.max(np.abs(v))
+    sign = 1.0 if (np.sum(v) if orientation is None else orientation(v)) >= 0 else -1.0
+    for s in (sign, -sign):
+        for scale in (kick, kick / 4, kick / 16):
+            xk = x + s * scale * v
+            if inside(xk):
+                return xk
+    return None
 
 
 def _out(x):
-    return float(x) if np.ndim(x) == 0 else x.copy()
+    return float(x) if np.ndim(x) == 0 else np.array(x, dtype=float)
 
 
 def fixed_points_from_starts(F: Callable, starts: dict, *, distinct_tol=1e-6, **kw) -> dict:

@@ -28,8 +28,11 @@ import mpmath
 import numpy as np
 import sympy as sp
 
-from . import _spectral_nb as nb
-from .codegen import Kernel
+from . import _spectral_nb
+from .codegen import JitModule, Kernel
+
+#: the Numba routines, compiled lazily at first call: logged like the kernels
+nb = JitModule(_spectral_nb)
 
 
 class SpectralAccuracyWarning(UserWarning):

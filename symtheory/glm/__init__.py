@@ -4,7 +4,9 @@ After tramp's factor algebra: a model is a *prior* on the weights and an output
 *channel*; state evolution, GAMP and the errors are written once against them.
 
 * :mod:`.priors` -- Gaussian prior: log-partition -> input functions, overlap map, psi.
-* :mod:`.channels` -- scalar output channels from ``log Z_out`` (or a likelihood).
+* :mod:`.channels` -- scalar output channels from ``log Z_out`` (or a likelihood), checked
+  at declaration by :mod:`.checks` (g_out vs an independent derivative, normalization,
+  Nishimori, tower).
 * :mod:`.multi_index` -- multi-index channels with tokens ``y = g(Z)``: declaration,
   deterministic reduction, Gaussian output noise; ``g_out`` / ``dg_out`` from moments.
 * :mod:`.se` -- matrix state evolution; :mod:`.errors` -- Bayes / plug-in errors.
@@ -20,15 +22,20 @@ import importlib
 _EXPORTS = {
     "GaussianPrior": "priors",
     "ScalarChannel": "channels",
+    "likelihood_channel": "channels",
+    "threshold_channel": "channels",
+    "sign_channel": "channels",
+    "gaussian_noise_channel": "channels",
+    "ChannelCheckError": "checks",
     "MultiIndexModel": "multi_index",
     "DeterministicReduction": "multi_index",
     "StateEvolution": "se",
     "SEResult": "se",
     "bayes_error": "errors",
     "plugin_error": "errors",
-    "gamp": "gamp",
-    "gamp_tokens": "gamp_tokens",
 }
+# The GAMP engines are imported from their modules (``from symtheory.glm.gamp_tokens import
+# gamp_tokens``): a lazy attribute with the name of a submodule would be shadowed by it.
 
 __all__ = sorted(_EXPORTS)
 

@@ -1,15 +1,30 @@
 """Generalized approximate message passing with a (possibly non-separable) denoiser.
 
 For ``y_mu ~ P_out(. | <Phi_mu, x*>)``, ``Phi`` of shape ``(n, p)`` with i.i.d. entries
-of variance ``1/p`` and ``alpha = n/p``, one iteration reads (e.g. bsr.md 6.1)::
+of variance ``1/p`` and ``alpha = n/p``, one iteration reads (e.g. bsr.md 6.1), with
+damping ``theta`` (weight of the previous iterate, ``[0, 1)``; 0 = undamped)::
 
-    omega = Phi x - V g_prev                     # Onsager-corrected pre-activations
+    omega = Phi x - V g_bar_prev                 # Onsager term: the damped g it was built from
     g, dg = g_out(y, omega, V), d g_out/d omega  # symbolic channel (glm.channels)
     A     = -alpha mean(dg)   ("derivative")  or  alpha mean(g^2)  ("square")
-    R     = x + Phi^T g / A                      # ~ x* + N(0, 1/A) entrywise
-    x, V  = denoiser(R, 1/A)                     # estimate and its predicted variance
+    g_bar = theta g_bar + (1 - theta) g          # damped output messages ...
+    A_bar = theta A_bar + (1 - theta) A          # ... and their precision
+    x_bar = theta x_bar + (1 - theta) x          # damped estimate
+    R     = x_bar + Phi^T g_bar / A_bar          # ~ x* + N(0, 1/A_bar) entrywise
+    x, V  = denoiser(R, 1/A_bar)                 # estimate and its predicted variance
 
-Monitoring without the truth: the measured variance of the update ``Phi^T g / A``,
+This is the damping of Rangan, Schniter & Fletcher ("On the convergence of approximate
+message passing with arbitrary matrices", ISIT 2014, Alg. 2) and Vila et al.
+("Adaptive damping and mean removal for the generalized approximate message passing
+algorithm", ICASSP 2015, Alg. 1): every message is damped together with the quantity
+its Onsager correction was computed from (``x`` in ``omega`` is paired with the
+``g_bar`` that built its ``R``; ``x_bar`` in ``R`` with ``g_bar``), so a fixed point
+of the damped iteration (``g_bar = g``, ``A_bar = A``, ``x_bar = x``) is a fixed point
+of the undamped one.  Damping only the estimate and its variance, as this module did
+before, keeps that set of fixed points but breaks the Onsager correction along the
+way: on phase retrieval the damped run then never leaves the uninformative region.
+
+Monitoring without the truth: the measured variance of the undamped update ``Phi^T g / A``,
 ``alpha mean(g^2)/A^2``, equals the predicted ``1/A`` while state evolution holds
 (Nishimori: E g^2 = -E dg).  At finite size the error reaches a floor while the
 predicted variance keeps shrinking (e.g. above perfect recovery), the denoiser gets
@@ -18,11 +33,12 @@ the measured noise exceeds 10 times its minimum and 1.5 times the predicted one
 (transients at small alpha reach ~2x and recover; a blow-up grows geometrically), and
 returns the iterate of minimal measured noise (reported in ``message``).
 
-with optional damping of ``(x, V)``.  The matching state evolution ``V <- se_map(V)``
-is run alongside with the same damping; the per-iteration trace records the actual
-MSE (when the truth is given), the predicted variance and the SE prediction.  A run
-that produces non-finite values or an estimate whose norm exceeds
-``divergence_bound`` stops and is reported as diverged, never silently.
+The state evolution ``V <- se_map(V)`` is run alongside, undamped: it is the prediction
+of the undamped iteration, whose fixed point the damped one shares (with damping the
+transient differs).  The per-iteration trace records the actual MSE (when the truth is
+given), the predicted variance and the SE prediction.  A run that produces non-finite
+values or an estimate whose norm exceeds ``divergence_bound`` stops and is reported as
+diverged, never silently.
 """
 from __future__ import annotations
 
@@ -32,7 +48,26 @@ from typing import Callable
 
 import numpy as np
 
-from ..core.solvers import ConvergenceWarning
+from ..core.solvers import ConvergenceWarning, check_damping
+
+
+class MessageDamping:
+    """Damped GAMP messages (module docstring; Vila et al. 2015, Alg. 1).
+
+    ``damped(name, new)`` returns ``theta old + (1 - theta) new`` for the message
+    ``name`` and remembers it; the first value of a message is taken undamped (there is
+    no previous iterate to weigh).  ``theta`` = weight of the previous iterate, [0, 1).
+    """
+
+    def __init__(self, theta: float):
+        self.theta = check_damping(theta)
+        self._last: dict = {}
+
+    def damped(self, name: str, new):
+        old = self._last.get(name)
+        value = new if old is None else self.theta * old + (1.0 - self.theta) * new
+        self._last[name] = value
+        return value
 
 
 @dataclass
@@ -49,6 +84,15 @@ class GampResult:
     final_estimate_mse: float | None = None
 
     @property
+    def value(self) -> np.ndarray:
+        return self.estimate
+
+    @property
+    def residual(self) -> float:
+        """Last change ``mean((x_t - x_{t-1})^2)`` (the stopping criterion)."""
+        return self.trace["change"][-1] if self.trace.get("change") else float("nan")
+
+    @property
     def final_mse(self) -> float:
         """Error of the returned estimate (the restored iterate after an early stop)."""
         if self.final_estimate_mse is not None:
@@ -61,11 +105,11 @@ def gamp(Phi: np.ndarray, y: np.ndarray, *, channel, channel_params=(), denoiser
          max_iter: int = 200, tol: float = 1e-9, truth: np.ndarray | None = None,
          se_map: Callable | None = None, divergence_bound: float = 1e3,
          restore_best: bool = True, progress: bool = False) -> GampResult:
-    """Run GAMP; see the module docstring.  ``denoiser(R, noise_var) -> (x, V)``."""
+    """Run GAMP; see the module docstring.  ``denoiser(R, noise_var) -> (x, V)``;
+    ``damping`` = weight of the previous iterate in [0, 1) (0: undamped)."""
     if a_estimator not in ("derivative", "square"):
         raise ValueError(f"a_estimator must be 'derivative' or 'square', got {a_estimator!r}")
-    if not 0.0 <= damping < 1.0:
-        raise ValueError(f"damping must be in [0, 1), got {damping}")
+    damp = MessageDamping(damping)
     n, p = Phi.shape
     if y.shape != (n,):
         raise ValueError(f"y must have shape ({n},), got {y.shape}")
@@ -100,22 +144,23 @@ def gamp(Phi: np.ndarray, y: np.ndarray, *, channel, channel_params=(), denoiser
                        f"10x its minimum {best[0]:.3g} (predicted {1 / A:.3g}); returned the "
                        f"iterate of iteration {best[3]}")
             break
-        R = x + (Phi.T @ g) / A
-        x_new, v_new = denoiser(R, 1.0 / A)
+        g = damp.damped("g_out", g)        # the Onsager term of the next omega uses it
+        A_bar = damp.damped("A", A)
+        R = damp.damped("estimate", x) + (Phi.T @ g) / A_bar
+        x_new, v_new = denoiser(R, 1.0 / A_bar)
+        v_new = float(v_new)
         if not (np.all(np.isfinite(x_new)) and np.isfinite(v_new)):
             diverged, message = True, f"iteration {it}: denoiser returned non-finite values"
             break
-        x_new = damping * x + (1 - damping) * x_new
-        v_new = damping * v + (1 - damping) * float(v_new)
         if se_map is not None:
-            v_se = damping * v_se + (1 - damping) * float(se_map(v_se))
+            v_se = float(se_map(v_se))
         change = float(np.mean((x_new - x) ** 2))
         x, v = x_new, v_new
         trace["iteration"].append(it)
         trace["mse"].append(float(np.mean((x - truth) ** 2)) if truth is not None else float("nan"))
         trace["variance"].append(v)
         trace["se_variance"].append(v_se if se_map is not None else float("nan"))
-        trace["A"].append(A)
+        trace["A"].append(A_bar)
         trace["noise"].append(noise)
         trace["change"].append(change)
         if float(np.mean(x * x)) > divergence_bound:

@@ -32,13 +32,18 @@ points; the even symmetries ``g(..., -h_l, ...) = g`` of each row group are dete
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import sympy as sp
 
+from ..core._moments_nb import moment_change_batch
 from ..core.codegen import Kernel
-from ..core.quadrature import TensorRule
+from ..core.quadrature import AdaptiveRule, TensorRule
+from ..core.validate import ParameterError, real
+from .link_analysis import NotApplicable, affine_split, breakpoints, discrete_structure
+from .orthant_mixture import OrthantMixture
 
 
 # ---------------------------------------------------------------------- declaration
@@ -228,52 +233,144 @@ class MultiIndexModel:
         out = self.link_kernel.vec(*cols, *self.params.values())
         return out.reshape((Z.shape[0],) + tuple(self.link.shape))
 
-    def channel(self, noise_variance: float | None = None, rule: TensorRule | None = None):
-        """The output channel: deterministic (needs a reduction) or Gaussian output noise."""
-        key = (noise_variance is not None,)
+    def channel(self, noise_variance: float | None = None, rule=None, *, check: bool = True):
+        """The output channel (smi.md Eq. 9).
+
+        * ``noise_variance`` given: ``y = g(Z) + sqrt(Delta) xi``, a
+          :class:`GaussianNoiseChannel` whose integration is chosen from the link;
+        * no noise, a :class:`DeterministicReduction`: :class:`ReducedChannel`;
+        * no noise, a link constant on sign regions (``sign(z1 z2)``, hardmax):
+          :class:`DiscreteOutputChannel`.
+
+        ``rule``: ``None`` (an :class:`~symtheory.core.quadrature.AdaptiveRule`), an
+        ``AdaptiveRule`` with another tolerance, or a ``TensorRule`` for the remaining
+        quadrature (the reduced channel always uses a ``TensorRule``, default GH 30).
+        ``check``: compare noisy and discrete channels with a brute-force quadrature at
+        a few random points when first configured and refuse (:class:`ChannelCheckError`)
+        a configuration that misses :data:`CHECK_RTOL` (``P M <= 2``; see
+        :mod:`.multi_index_check`).
+        """
+        if noise_variance is not None:
+            noise_variance = real("noise_variance", noise_variance, low=0.0, low_open=True)
+            key = "noise"
+        elif self.reduction is not None:
+            key = "reduced"
+        else:
+            key = "discrete"
         if key not in self._channels:
-            if noise_variance is None:
-                if self.reduction is None:
-                    raise ValueError(f"model {self.name!r} is deterministic but declares no "
-                                     "reduction; give noise_variance > 0 or a DeterministicReduction")
+            if key == "noise":
+                self._channels[key] = GaussianNoiseChannel(self)
+            elif key == "reduced":
                 self._channels[key] = ReducedChannel(self)
             else:
-                self._channels[key] = GaussianNoiseChannel(self)
-        ch = self._channels[key]
-        return ch.configured(noise_variance=noise_variance, rule=rule)
+                try:
+                    self._channels[key] = DiscreteOutputChannel(self)
+                except NotApplicable as exc:
+                    raise ParameterError(
+                        f"model {self.name!r} is deterministic but declares no reduction and its "
+                        f"link is not discrete ({exc}); give noise_variance > 0 or a "
+                        "DeterministicReduction") from None
+        ch = self._channels[key].configured(noise_variance=noise_variance, rule=rule)
+        if check and key != "reduced":
+            ch.declaration_check()
+        return ch
 
 
 # ---------------------------------------------------------------------- channels
+@dataclass(frozen=True)
+class ChannelAccuracy:
+    """What the last ``moments``/``gout`` call reached: the integration ``method``, the
+    ``tolerance`` it aimed at and the per-sample estimated ``error`` of the posterior
+    moments in natural units (``log Z``; means over prior standard deviations;
+    covariances over their products)."""
+
+    method: str
+    tolerance: float
+    error: np.ndarray
+
+    @property
+    def max_error(self) -> float:
+        return float(np.max(self.error)) if self.error.size else 0.0
+
+    @property
+    def converged(self) -> bool:
+        return bool(np.all(self.error <= self.tolerance))
+
+
+def gout_from_moments(mean, cov, omega, V):
+    """``g_out = V^{-1}(E[z_m|y] - omega_m)``, ``[dg_out]_{am,bn} = [V^{-1} Cov V^{-1}]_{ab}
+    - (V^{-1})_{ab} delta_mn`` (smi.md Eq. 12); ``cov`` indexed ``a M + m``."""
+    n, P, M = mean.shape
+    Vinv = np.linalg.inv(V)
+    g = np.einsum("ab,sbm->sam", Vinv, mean - np.asarray(omega, dtype=float).reshape(mean.shape))
+    C = cov.reshape(n, P, M, P, M)
+    dg = np.einsum("ac,scmek,eb->sambk", Vinv, C, Vinv)
+    dg -= np.einsum("ab,mk->ambk", Vinv, np.eye(M))[None]
+    return g, dg
+
+
 class _ChannelBase:
     """Shared post-processing: moments -> ``g_out``, ``dg_out``."""
 
-    rule: TensorRule
+    rule = None
     noise_variance: float | None = None
+    last_accuracy: ChannelAccuracy | None = None
+    check_report = None
 
     def __init__(self, model: MultiIndexModel):
         self.model = model
         self.P, self.M = model.P, model.M
+        self._check_cache = {}
 
     def configured(self, noise_variance=None, rule=None):
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
         new.noise_variance = noise_variance
-        new.rule = rule or TensorRule()
-        if noise_variance is not None and not (np.isfinite(noise_variance) and noise_variance > 0):
-            raise ValueError(f"noise_variance must be finite and > 0, got {noise_variance}")
+        new.rule = self._default_rule() if rule is None else rule
+        if not isinstance(new.rule, (TensorRule, AdaptiveRule)):
+            raise ParameterError(f"rule must be a TensorRule or an AdaptiveRule, got {rule!r}")
+        new.last_accuracy = None
         return new
+
+    def _default_rule(self):
+        return AdaptiveRule()
+
+    @property
+    def last_error(self) -> float | None:
+        """Largest estimated error of the last call (see :class:`ChannelAccuracy`)."""
+        return None if self.last_accuracy is None else self.last_accuracy.max_error
+
+    def _record(self, method, tolerance, error):
+        error = np.asarray(error, dtype=float)
+        self.last_accuracy = ChannelAccuracy(method, float(tolerance), error)
+        bad = ~(error <= tolerance)
+        if bad.any():
+            warnings.warn(f"{type(self).__name__} of {self.model.name!r}: {int(bad.sum())} of "
+                          f"{error.size} samples missed the tolerance {tolerance:g} (largest "
+                          f"estimated error {np.nanmax(error):.2e}; method: {method})",
+                          RuntimeWarning, stacklevel=3)
+
+    def declaration_check(self):
+        """Brute-force comparison at random points (once per configuration)."""
+        from .multi_index_check import check_channel
+
+        key = (self.noise_variance, self.rule)
+        if key not in self._check_cache:
+            self._check_cache[key] = check_channel(self)
+        self.check_report = self._check_cache[key]
+        return self.check_report
 
     @staticmethod
     def _check_V(V, P):
         V = np.asarray(V, dtype=float)
         if V.shape != (P, P):
-            raise ValueError(f"V must be {P} x {P}, got shape {V.shape}")
+            raise ParameterError(f"V must be {P} x {P}, got shape {V.shape}")
         if not np.all(np.isfinite(V)):
-            raise ValueError("V must be finite")
+            raise ParameterError("V must be finite")
         V = 0.5 * (V + V.T)
         lam = np.linalg.eigvalsh(V)
         if lam[0] <= 0:
-            raise ValueError(f"V must be positive definite (smallest eigenvalue {lam[0]:.3g})")
+            raise ParameterError(f"V must be positive definite (smallest eigenvalue {lam[0]:.3g})")
         return V
 
     def _prep(self, y, omega, V):
@@ -281,26 +378,29 @@ class _ChannelBase:
         if omega.ndim == 2:
             omega = omega[None]
         if omega.shape[1:] != (self.P, self.M):
-            raise ValueError(f"omega must have shape (n, {self.P}, {self.M}), got {omega.shape}")
+            raise ParameterError(f"omega must have shape (n, {self.P}, {self.M}), got {omega.shape}")
+        if not np.all(np.isfinite(omega)):
+            raise ParameterError("omega must be finite")
         y = np.asarray(y, dtype=float).reshape(omega.shape[0], -1)
+        if not np.all(np.isfinite(y)):
+            raise ParameterError("y must be finite")
         return np.ascontiguousarray(y), np.ascontiguousarray(omega), self._check_V(V, self.P)
 
     def gout(self, y, omega, V):
         """``(g_out (n, P, M), dg_out (n, P, M, P, M))`` from the posterior moments."""
         logZ, mean, cov = self.moments(y, omega, V)
-        omega = np.asarray(omega, dtype=float).reshape(mean.shape)
-        V = self._check_V(V, self.P)
-        Vinv = np.linalg.inv(V)
-        g = np.einsum("ab,sbm->sam", Vinv, mean - omega)
-        n, P, M = mean.shape
-        C = cov.reshape(n, P, M, P, M)
-        dg = np.einsum("ac,scmek,eb->sambk", Vinv, C, Vinv)
-        dg -= np.einsum("ab,mk->ambk", Vinv, np.eye(M))[None]
-        return g, dg
+        return gout_from_moments(mean, cov, omega, self._check_V(V, self.P))
 
 
 class ReducedChannel(_ChannelBase):
-    """Noiseless channel by the reduction of smi.md Sec. 9 (see module docstring)."""
+    """Noiseless channel by the reduction of smi.md Sec. 9 (see module docstring).
+
+    The reduced integral over the free rows uses a :class:`TensorRule` (default
+    Gauss-Hermite 30 per axis); each call records the change against the rule with half
+    as many nodes per axis in :attr:`last_accuracy` (an over-estimate of the error)."""
+
+    def _default_rule(self):
+        return TensorRule()
 
     def __init__(self, model: MultiIndexModel):
         super().__init__(model)
@@ -386,62 +486,376 @@ class ReducedChannel(_ChannelBase):
         C = 0.5 * (C + C.T)
         Cinv = np.linalg.inv(C)
         logdetC = float(np.linalg.slogdet(C)[1])
-        tn, tw = self.rule.nodes(len(free) * self.M)
+        args = (E, logjac, valid, omega, np.ascontiguousarray(Luu), np.ascontiguousarray(B),
+                np.ascontiguousarray(Cinv), logdetC)
+        if not isinstance(self.rule, TensorRule):
+            raise ParameterError("the reduced channel integrates with a TensorRule, got "
+                                 f"{self.rule!r}")
+        logZ, mean, cov = self._reduced_pass(self.rule, *args)
+        coarse = self._reduced_pass(self.rule.coarsened(), *args)
+        sd = np.sqrt(np.repeat(np.diag(V), self.M))
+        err = moment_change_batch(coarse[0], coarse[1], coarse[2], logZ, mean, cov, sd)
+        self._record(f"reduction (smi.md 9) + {self.rule.describe()}; error = change vs "
+                     f"{self.rule.coarsened().describe()}", math.inf, err)
+        return logZ, mean.reshape(n, self.P, self.M), cov
+
+    def _reduced_pass(self, rule, E, logjac, valid, omega, Luu, B, Cinv, logdetC):
+        n = omega.shape[0]
+        tn, tw = rule.nodes(len(self.model.free_rows) * self.M)
+        keep = tw > 0                    # nodes whose weight underflowed carry nothing
+        tn, tw = np.ascontiguousarray(tn[keep]), np.ascontiguousarray(tw[keep])
         # node layout of the driver: t[j, b M + m]
         logZ = np.empty(n)
         mean = np.empty((n, self.P * self.M))
         cov = np.empty((n, self.P * self.M, self.P * self.M))
         pars = np.array(list(self.model.params.values()), dtype=float)
         drive = self.mixing_kernel.extra("{name}_reduced")
-        drive(E, logjac, valid, omega, pars, self.free_rows, self.solved_rows,
-              np.ascontiguousarray(Luu), np.ascontiguousarray(B), np.ascontiguousarray(Cinv),
+        drive(E, logjac, valid, omega, pars, self.free_rows, self.solved_rows, Luu, B, Cinv,
               logdetC, tn, tw, logZ, mean, cov)
+        return logZ, mean, cov
+
+
+class _OrthantChannel(_ChannelBase):
+    """Links constant on sign regions: exact region probabilities and truncated moments
+    (:mod:`.orthant_mixture`); only the 1-D conditional integrals of two-form orthants are
+    numerical (nested tanh-sinh to the rule's ``rtol``)."""
+
+    def _setup_orthants(self, structure):
+        self.discrete = structure
+        self.mixture = OrthantMixture(structure, self.P, self.M)
+        self.n_out = self.model.link.rows * self.model.link.cols
+
+    def _orthant_moments(self, y, omega, V, loglik, method):
+        n = omega.shape[0]
+        rule = self.rule if isinstance(self.rule, AdaptiveRule) else AdaptiveRule()
+        logZ, mean, cov, err = self.mixture.moments(
+            omega.reshape(n, -1), V, loglik, rtol=rule.rtol, max_level=rule.tanh_sinh_max_level)
+        if mean is None:
+            bad = np.nonzero(err)[0]
+            raise ParameterError(
+                f"y = {y[bad[0]].tolist()} (sample {bad[0]}, {bad.size} in all) has probability 0 "
+                f"under the link's values {np.unique(self.discrete.values, axis=0).tolist()}")
+        self._record(method, rule.rtol, err)
         return logZ, mean.reshape(n, self.P, self.M), cov
 
+    def _check_outputs(self, y):
+        if y.shape[1] != self.n_out:
+            raise ParameterError(f"y must have {self.n_out} entries per sample, got {y.shape[1]}")
 
-class GaussianNoiseChannel(_ChannelBase):
-    """``y = g(Z) + sqrt(Delta) xi``: tensor quadrature over all ``P M`` indices.
 
-    Accuracy: the rule (scaled by the Cholesky factor of ``V``) must resolve the
-    likelihood, whose width in ``Z`` is ``sqrt(Delta)/|dg/dZ|``; compare with
-    ``rule.refined()``.  Measured for untied attention (P M = 4): Gauss-Hermite 12 vs 16
-    per axis differ by < 0.1% at Delta = 0.5 and by 0.7% at Delta = 0.05.  Exact for the
-    linear Gaussian channel up to the rule's polynomial degree."""
+class DiscreteOutputChannel(_OrthantChannel):
+    """Noiseless link with finitely many values on sign regions of linear forms
+    (``sign(z1 z2)``, hardmax ``1{e1 > e2}``): ``Z_out(y) = P(Z in g^{-1}(y))``, a sum of
+    Gaussian orthant probabilities (a probability mass: ``log Z_out <= 0``), posterior
+    moments of the truncated Gaussians (smi.md 3)."""
 
     def __init__(self, model: MultiIndexModel):
         super().__init__(model)
-        Y = model.output_symbols
-        delta = sp.Symbol("Delta_noise", positive=True)
-        g = model.link
-        n_out = g.rows * g.cols
-        loglik = (-sum((Y[i] - g[i]) ** 2 for i in range(n_out)) / (2 * delta)
-                  - sp.Rational(n_out, 2) * sp.log(2 * sp.pi * delta))
-        pars = list(model.param_symbols) + [delta]
-        zs = list(model.indices)
-        self.n_out = n_out
-        self.loglik_kernel = Kernel(
-            f"mi_{model.name}_gaussloglik", list(Y) + zs + pars, [loglik],
-            doc=f"log P_out(y|Z) of {model.name} with Gaussian output noise",
-            extra_imports=("symtheory.core._moments_nb",),
-            extra_source=_NOISY_TEMPLATE.replace("CALL_ARGS", ", ".join(
-                [f"y[s, {i}]" for i in range(n_out)]
-                + [f"z[{a}, {m}]" for a in range(model.P) for m in range(model.M)]
-                + [f"pars[{i}]" for i in range(len(pars))] + ["lout"])))
+        self._setup_orthants(discrete_structure(model.link, model.indices, model.params))
+        self.method = "discrete output, orthant mixture: " + self.discrete.describe()
 
     def moments(self, y, omega, V):
+        """``(log P(y) (n,), E[Z|y] (n, P, M), Cov (n, P M, P M))``."""
         y, omega, V = self._prep(y, omega, V)
-        if y.shape[1] != self.n_out:
-            raise ValueError(f"y must have {self.n_out} entries per sample, got {y.shape[1]}")
-        n = omega.shape[0]
-        L = np.linalg.cholesky(V)
-        tn, tw = self.rule.nodes(self.P * self.M)
-        logZ = np.empty(n)
-        mean = np.empty((n, self.P * self.M))
-        cov = np.empty((n, self.P * self.M, self.P * self.M))
-        pars = np.array(list(self.model.params.values()) + [self.noise_variance], dtype=float)
-        drive = self.loglik_kernel.extra("{name}_noisy")
-        drive(y, omega, pars, np.ascontiguousarray(L), tn, tw, logZ, mean, cov)
+        self._check_outputs(y)
+        vals = self.discrete.values
+        # y must be one of the link's values (they are exact numbers from SymPy)
+        match = np.all(np.abs(y[:, None, :] - vals[None]) <= 1e-9 * (1 + np.abs(vals[None])),
+                       axis=2)
+        loglik = np.where(match, 0.0, -np.inf)
+        return self._orthant_moments(y, omega, V, loglik, self.method)
+
+
+class GaussianNoiseChannel(_OrthantChannel):
+    """``y = g(Z) + sqrt(Delta) xi`` with the integration chosen at declaration from what
+    SymPy establishes about ``g`` (:mod:`.link_analysis`):
+
+    1. ``g`` constant on sign regions of linear forms: ``Z_out = sum_k P(R_k) N(y; c_k,
+       Delta)``, posterior = mixture of truncated Gaussians (exact up to 1-D orthant
+       integrals, see :class:`DiscreteOutputChannel`);
+    2. otherwise ``g = A(z_R) z_S + b(z_R)`` with the largest affine set ``S`` (possibly
+       empty): ``z_S | z_R`` is integrated exactly (Gaussian conjugacy: ``Z_out =
+       E_{z_R} N(y; A m + b, A C A^T + Delta I)``, with the conjugate posterior mean and
+       covariance of ``z_S`` added to the moments), leaving ``|R|`` dimensions:
+
+       * ``|R| = 0``: closed form (e.g. linear tokens);
+       * ``|R| = 1``: composite Gauss-Legendre on ``[-T, T]`` (prior-whitened ``z_R``) split
+         at the link's jumps (roots of its switch arguments), panels doubled per sample
+         until the moments change by less than ``rtol``; ``T`` grows until the neglected
+         mass, at most ``sup N(y; ., S) 2 Q(T) <= (2 pi Delta)^{-n/2} e^{-T^2/2}``, is below
+         ``rtol Z_out``;
+       * ``|R| >= 2``: Gauss-Hermite tensor rules over ``z_R`` doubled per sample until the
+         change meets ``rtol`` (or the node budget ends: reported, warned).
+
+    An explicit :class:`TensorRule` replaces the adaptive 1-D/tensor integration over
+    ``z_R`` (its error estimate is the change against ``rule.coarsened()``)."""
+
+    def __init__(self, model: MultiIndexModel):
+        super().__init__(model)
+        g = model.link
+        self.n_out = g.rows * g.cols
+        try:
+            self._setup_orthants(discrete_structure(g, model.indices, model.params))
+            self.method = "Gaussian noise, orthant mixture: " + self.discrete.describe()
+            return
+        except NotApplicable as exc:
+            self.discrete = None
+            self.not_discrete = str(exc)
+        zs = list(model.indices)
+        split = affine_split(g, zs)
+        rebuilt = split.A * sp.Matrix([zs[i] for i in split.S]) + split.b if split.S else split.b
+        worst = _random_check(list(rebuilt.subs(model.params)), list(g.subs(model.params)), zs)
+        if worst > 1e-10:
+            raise ValueError(f"affine split does not reproduce the link ({worst:.2e})")
+        self.S = np.array(split.S, dtype=np.int64)
+        self.R = np.array(split.R, dtype=np.int64)
+        zR = [zs[i] for i in split.R]
+        self.breaks = np.zeros(0)
+        self.breaks_note = ""
+        if len(zR) == 1:
+            try:
+                self.breaks = np.array(breakpoints(list(split.A) + list(split.b), zR[0],
+                                                   model.params), dtype=float)
+            except NotApplicable as exc:
+                self.breaks_note = f" (jumps not located: {exc})"
+        pars = list(model.param_symbols)
+        call = ", ".join([f"zR[{r}]" for r in range(len(zR))]
+                         + [f"pars[{i}]" for i in range(len(pars))] + ["kout"])
+        self.kernel = Kernel(
+            f"mi_{model.name}_affine", zR + pars, list(split.A) + list(split.b),
+            doc=f"A(z_R), b(z_R) of {model.name}: g = A z_S + b",
+            extra_imports=("symtheory.core._moments_nb",),
+            extra_source=_CONJUGATE_TEMPLATE.replace("CALL_ARGS", call))
+        names = [str(z) for z in zs]
+        self.method = (f"Gaussian noise, exact Gaussian integral over "
+                       f"{[names[i] for i in split.S]}, numerical over {[names[i] for i in split.R]}")
+
+    def moments(self, y, omega, V):
+        """``(log Z_out (n,), E[Z|y] (n, P, M), Cov (n, P M, P M))``, index ``a M + m``."""
+        y, omega, V = self._prep(y, omega, V)
+        self._check_outputs(y)
+        delta = self.noise_variance
+        if self.discrete is not None:
+            vals = self.discrete.values
+            loglik = (-0.5 * np.sum((y[:, None, :] - vals[None]) ** 2, axis=2) / delta
+                      - 0.5 * self.n_out * math.log(2 * math.pi * delta))
+            return self._orthant_moments(y, omega, V, loglik, self.method)
+        n, d = omega.shape[0], self.P * self.M
+        om = np.ascontiguousarray(omega.reshape(n, d))
+        Sigma = np.kron(V, np.eye(self.M))
+        S, R = self.S, self.R
+        S_RR = Sigma[np.ix_(R, R)]
+        Kmat = np.linalg.solve(S_RR, Sigma[np.ix_(R, S)]).T if R.size else np.zeros((S.size, 0))
+        Ccond = Sigma[np.ix_(S, S)] - Kmat @ Sigma[np.ix_(R, S)]
+        Ccond = np.ascontiguousarray(0.5 * (Ccond + Ccond.T))
+        Kmat = np.ascontiguousarray(Kmat)
+        sd = np.sqrt(np.diag(Sigma))
+        pars = np.array(list(self.model.params.values()), dtype=float)
+        common = (y, om, pars, float(delta), S, R, Kmat, Ccond)
+        rule = self.rule
+        if R.size == 0:
+            logZ, mean, cov = self._tensor_pass(TensorRule("gauss-hermite", 1), S_RR, common)
+            err, method = np.zeros(n), self.method + " (none left: closed form)"
+            tol = rule.rtol if isinstance(rule, AdaptiveRule) else math.inf
+        elif isinstance(rule, TensorRule):
+            logZ, mean, cov = self._tensor_pass(rule, S_RR, common)
+            coarse = self._tensor_pass(rule.coarsened(), S_RR, common)
+            err = moment_change_batch(coarse[0], coarse[1], coarse[2], logZ, mean, cov, sd)
+            method = (f"{self.method} by {rule.describe()}; error = change vs "
+                      f"{rule.coarsened().describe()}")
+            tol = math.inf
+        elif R.size == 1:
+            logZ, mean, cov, err = self._adaptive_1d(rule, S_RR, sd, common)
+            method = (f"{self.method} by composite Gauss-Legendre {rule.gauss_legendre} "
+                      f"split at {self.breaks.tolist()}{self.breaks_note}")
+            tol = rule.rtol
+        else:
+            logZ, mean, cov, err = self._adaptive_tensor(rule, S_RR, sd, common)
+            method = f"{self.method} by Gauss-Hermite tensor rules doubled to rtol"
+            tol = rule.rtol
+        self._record(method, tol, err)
         return logZ, mean.reshape(n, self.P, self.M), cov
+
+    def _tensor_pass(self, rule, S_RR, common):
+        y, om = common[0], common[1]
+        n, d = om.shape
+        tn, tw = rule.nodes(self.R.size)
+        if self.R.size == 0:
+            tn, tw = np.zeros((1, 0)), np.ones(1)
+        keep = tw > 0
+        tn, tw = np.ascontiguousarray(tn[keep]), np.ascontiguousarray(tw[keep])
+        L_RR = np.linalg.cholesky(S_RR) if self.R.size else np.zeros((0, 0))
+        logZ, mean, cov = np.empty(n), np.empty((n, d)), np.empty((n, d, d))
+        self.kernel.extra("{name}_tensor")(*common, np.ascontiguousarray(L_RR), tn, tw,
+                                           logZ, mean, cov)
+        return logZ, mean, cov
+
+    def _adaptive_tensor(self, rule, S_RR, sd, common):
+        """Gauss-Hermite rules doubled per axis; a sample stops once its moments change by
+        less than ``rtol`` (its error is that change)."""
+        n = common[1].shape[0]
+        seq = rule.tensor_sequence(self.R.size)
+        out = list(self._tensor_pass(seq[0], S_RR, common))
+        err = np.full(n, np.inf)
+        todo = np.arange(n)
+        for finer in seq[1:]:
+            cur = self._tensor_pass(finer, S_RR, (common[0][todo], common[1][todo]) + common[2:])
+            err[todo] = moment_change_batch(out[0][todo], out[1][todo], out[2][todo], *cur, sd)
+            for k in range(3):
+                out[k][todo] = cur[k]
+            todo = todo[err[todo] > rule.rtol]
+            if todo.size == 0:
+                break
+        return out[0], out[1], out[2], err
+
+    def _adaptive_1d(self, rule, S_RR, sd, common):
+        n, d = common[1].shape
+        gl_x, gl_w = rule.legendre()
+        logZ, mean, cov = np.empty(n), np.empty((n, d)), np.empty((n, d, d))
+        err, level = np.empty(n), np.empty(n, dtype=np.int64)
+        log_lsup = -0.5 * self.n_out * math.log(2 * math.pi * self.noise_variance)
+        self.kernel.extra("{name}_adaptive")(
+            *common, math.sqrt(S_RR[0, 0]), np.ascontiguousarray(self.breaks), gl_x, gl_w, sd,
+            float(rule.rtol), int(rule.min_level), int(rule.max_level), _ADAPTIVE_T0, log_lsup,
+            logZ, mean, cov, err, level)
+        return logZ, mean, cov, err
+
+
+#: initial half-width of the prior-whitened 1-D domain (grown per sample when needed)
+_ADAPTIVE_T0 = 8.0
+
+_CONJUGATE_TEMPLATE = '''
+@numba.njit(cache=True)
+def {name}_node(ys, oms, pars, delta, zR, S_idx, R_idx, Kmat, Ccond, kout, A, bvec, mS, post,
+                zfull, within):
+    """log N(y; A m + b, A C A^T + delta I) at z_R; z_S's conjugate posterior into zfull/within."""
+    {name}(CALL_ARGS)
+    n_out = ys.shape[0]
+    nS = S_idx.shape[0]
+    for i in range(n_out):
+        for j in range(nS):
+            A[i, j] = kout[i * nS + j]
+        bvec[i] = kout[n_out * nS + i]
+    for j in range(nS):
+        acc = oms[S_idx[j]]
+        for r in range(R_idx.shape[0]):
+            acc += Kmat[j, r] * (zR[r] - oms[R_idx[r]])
+        mS[j] = acc
+    logl = symtheory.core._moments_nb.gaussian_conjugate(A, bvec, ys, mS, Ccond, delta, post, within)
+    for r in range(R_idx.shape[0]):
+        zfull[R_idx[r]] = zR[r]
+    for j in range(nS):
+        zfull[S_idx[j]] = post[j]
+    return logl
+
+
+@numba.njit(cache=True, parallel=True)
+def {name}_tensor(y, omega, pars, delta, S_idx, R_idx, Kmat, Ccond, L_RR, tn, tw, out_logZ,
+                  out_mean, out_cov):
+    n = omega.shape[0]
+    d = omega.shape[1]
+    nS = S_idx.shape[0]
+    nR = R_idx.shape[0]
+    n_out = y.shape[1]
+    Kn = tn.shape[0]
+    for s in numba.prange(n):
+        logw = numpy.empty(Kn)
+        zs = numpy.empty((Kn, d))
+        within = numpy.empty((Kn, nS, nS))
+        kout = numpy.empty(n_out * (nS + 1))
+        A = numpy.empty((n_out, nS))
+        bvec = numpy.empty(n_out)
+        mS = numpy.empty(nS)
+        post = numpy.empty(nS)
+        zR = numpy.empty(nR)
+        for j in range(Kn):
+            for r in range(nR):
+                acc = omega[s, R_idx[r]]
+                for q in range(r + 1):
+                    acc += L_RR[r, q] * tn[j, q]
+                zR[r] = acc
+            logw[j] = math.log(tw[j]) + {name}_node(y[s], omega[s], pars, delta, zR, S_idx, R_idx,
+                                                    Kmat, Ccond, kout, A, bvec, mS, post, zs[j],
+                                                    within[j])
+        out_logZ[s] = symtheory.core._moments_nb.mixture_moments(logw, zs, within, S_idx, Kn,
+                                                                 out_mean[s], out_cov[s])
+
+
+@numba.njit(cache=True, parallel=True)
+def {name}_adaptive(y, omega, pars, delta, S_idx, R_idx, Kmat, Ccond, sdR, zbreaks, gl_x, gl_w,
+                    sd, rtol, min_level, max_level, T0, log_lsup, out_logZ, out_mean, out_cov,
+                    out_err, out_level):
+    n = omega.shape[0]
+    d = omega.shape[1]
+    nS = S_idx.shape[0]
+    n_out = y.shape[1]
+    ngl = gl_x.shape[0]
+    nb = zbreaks.shape[0]
+    log_sqrt_2pi = 0.5 * math.log(2.0 * math.pi)
+    for s in numba.prange(n):
+        kout = numpy.empty(n_out * (nS + 1))
+        A = numpy.empty((n_out, nS))
+        bvec = numpy.empty(n_out)
+        mS = numpy.empty(nS)
+        post = numpy.empty(nS)
+        zR = numpy.empty(1)
+        pts = numpy.empty(nb + 2)
+        mean0 = numpy.empty(d)
+        cov0 = numpy.empty((d, d))
+        logz0 = 0.0
+        logz1 = -math.inf
+        err = math.inf
+        level = min_level
+        T = T0
+        om = omega[s, R_idx[0]]
+        while True:
+            pts[0] = -T
+            npc = 1
+            for k in range(nb):
+                tb = (zbreaks[k] - om) / sdR
+                if pts[npc - 1] < tb < T:
+                    pts[npc] = tb
+                    npc += 1
+            pts[npc] = T
+            err = math.inf
+            for level in range(min_level, max_level + 1):
+                npan = 2 ** level
+                count = npc * npan * ngl
+                logw = numpy.empty(count)
+                zs = numpy.empty((count, d))
+                within = numpy.empty((count, nS, nS))
+                j = 0
+                for p in range(npc):
+                    h = (pts[p + 1] - pts[p]) / npan
+                    for q in range(npan):
+                        mid = pts[p] + (q + 0.5) * h
+                        for g in range(ngl):
+                            t = mid + 0.5 * h * gl_x[g]
+                            zR[0] = om + sdR * t
+                            logw[j] = (math.log(0.5 * h * gl_w[g]) - 0.5 * t * t - log_sqrt_2pi
+                                       + {name}_node(y[s], omega[s], pars, delta, zR, S_idx, R_idx,
+                                                     Kmat, Ccond, kout, A, bvec, mS, post, zs[j],
+                                                     within[j]))
+                            j += 1
+                logz1 = symtheory.core._moments_nb.mixture_moments(logw, zs, within, S_idx, count,
+                                                                   out_mean[s], out_cov[s])
+                if level > min_level:
+                    err = symtheory.core._moments_nb.moment_change(
+                        logz0, mean0, cov0, logz1, out_mean[s], out_cov[s], sd)
+                    if err <= rtol:
+                        break
+                logz0 = logz1
+                mean0[:] = out_mean[s]
+                cov0[:, :] = out_cov[s]
+            # neglected mass <= sup(lik) 2 Q(T) <= exp(log_lsup - T^2/2): below rtol Z_out?
+            T_need = math.sqrt(2.0 * max(0.0, log_lsup - logz1 - math.log(rtol)))
+            if T_need <= T or T >= 38.0:
+                break
+            T = min(T_need + 0.5, 38.0)
+        out_logZ[s] = logz1
+        out_err[s] = max(err, math.exp(min(0.0, log_lsup - 0.5 * T * T - logz1)))
+        out_level[s] = level
+'''
 
 
 _REDUCED_TEMPLATE = '''
@@ -504,32 +918,4 @@ def {name}_reduced(Ebr, logjac, valid, omega, pars, free_rows, solved_rows, Luu,
                         zs[cnt, solved_rows[q] * M + m] = X[m, q]
                 cnt += 1
         out_logZ[s] = symtheory.core._moments_nb.weighted_moments(logw, zs, cnt, out_mean[s], out_cov[s])
-'''
-
-_NOISY_TEMPLATE = '''
-@numba.njit(cache=True, parallel=True)
-def {name}_noisy(y, omega, pars, L, tn, tw, out_logZ, out_mean, out_cov):
-    n = omega.shape[0]
-    P = omega.shape[1]
-    M = omega.shape[2]
-    Kn = tn.shape[0]
-    d = P * M
-    for s in numba.prange(n):
-        logw = numpy.empty(Kn)
-        zs = numpy.empty((Kn, d))
-        z = numpy.empty((P, M))
-        lout = numpy.empty(1)
-        for j in range(Kn):
-            for m in range(M):
-                for a in range(P):
-                    acc = omega[s, a, m]
-                    for b in range(a + 1):
-                        acc += L[a, b] * tn[j, b * M + m]
-                    z[a, m] = acc
-            {name}(CALL_ARGS)
-            logw[j] = math.log(tw[j]) + lout[0]
-            for a in range(P):
-                for m in range(M):
-                    zs[j, a * M + m] = z[a, m]
-        out_logZ[s] = symtheory.core._moments_nb.weighted_moments(logw, zs, Kn, out_mean[s], out_cov[s])
 '''

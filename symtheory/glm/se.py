@@ -44,11 +44,32 @@ class SEResult:
     nishimori_gap: float
     message: str
     trace: list = field(default_factory=list)
+    stable: bool | None = None     # no eigenvalue of dF/dQ above 1 at Q (None: not checked)
+
+    @property
+    def value(self) -> np.ndarray:
+        return self.Q
 
     def as_dict(self):
-        return {"Q": self.Q.tolist(), "converged": self.converged, "iterations": self.iterations,
-                "residual": self.residual, "Q_stderr": self.Q_stderr.tolist(),
-                "nishimori_gap": self.nishimori_gap, "message": self.message}
+        return {"Q": self.Q.tolist(), "converged": self.converged, "stable": self.stable,
+                "iterations": self.iterations, "residual": self.residual,
+                "Q_stderr": self.Q_stderr.tolist(), "nishimori_gap": self.nishimori_gap,
+                "message": self.message}
+
+
+def _min_variance_weights(sq, tw):
+    """Per-entry weight ``w`` minimizing the variance of ``w sq + (1 - w) tw`` (two
+    estimators of the same mean, Nishimori), from the samples themselves:
+    ``w = (C_tt - C_st)/(C_ss + C_tt - 2 C_st)`` (1 where the difference has no variance).
+    A function of the samples at the current ``Q`` only, hence smooth in ``Q`` on frozen
+    samples and independent of the order in which overlaps are evaluated; estimating
+    ``w`` on the same samples biases the mean by O(1/samples), far below its standard
+    error O(1/sqrt(samples))."""
+    C_ss = sq.var(axis=0)
+    C_tt = tw.var(axis=0)
+    C_st = ((sq - sq.mean(0)) * (tw - tw.mean(0))).mean(axis=0)
+    den = C_ss + C_tt - 2 * C_st
+    return np.where(den > 0, (C_tt - C_st) / np.where(den > 0, den, 1.0), 1.0)
 
 
 class StateEvolution:
@@ -64,13 +85,16 @@ class StateEvolution:
     ``estimator``: ``'square'`` averages ``sum_m g g^T``; ``'combined'`` (default when
     Bayes-optimal) averages it with its Nishimori twin ``-sum_m J_mm`` (same mean,
     smi.md 3) with the per-entry weights of minimal variance, measured on the frozen
-    samples and then kept fixed -- about 3x lower variance for the attention channel
-    (the ``g g^T`` samples are heavy-tailed, ``-J`` is bounded above).
+    samples at each ``Q`` (so the map depends on ``Q`` alone, not on the order of calls)
+    -- about 3x lower variance for the attention channel (the ``g g^T`` samples are
+    heavy-tailed, ``-J`` is bounded above).
+        ``check_channel=False`` skips the channel's declaration check (see
+    :meth:`MultiIndexModel.channel`); the default runs it.
     """
 
     def __init__(self, model, alpha, *, samples=20000, seed=0, noise_variance=None, rule=None,
                  side_information=0.0, structure="auto", prior=None, regularization=0.0,
-                 estimator="auto"):
+                 estimator="auto", check_channel=True):
         if not (np.isfinite(alpha) and alpha > 0):
             raise ValueError(f"alpha must be finite and > 0, got {alpha}")
         if int(samples) < 2:
@@ -84,7 +108,7 @@ class StateEvolution:
         self.samples = int(samples)
         self.seed = seed
         self.lam = float(side_information)
-        self.channel = model.channel(noise_variance, rule)
+        self.channel = model.channel(noise_variance, rule, check=check_channel)
         self.noise_variance = noise_variance
         self.prior = prior or GaussianPrior()
         P, M = model.P, model.M
@@ -155,20 +179,15 @@ class StateEvolution:
         sq = np.einsum("sam,sbm->sab", g, g)
         tw = -np.einsum("sambm->sab", dg)
         if self.estimator == "combined":
-            if getattr(self, "_weights", None) is None:
-                C_ss = sq.var(axis=0)
-                C_tt = tw.var(axis=0)
-                C_st = ((sq - sq.mean(0)) * (tw - tw.mean(0))).mean(axis=0)
-                den = C_ss + C_tt - 2 * C_st
-                self._weights = np.where(den > 0, (C_tt - C_st) / np.where(den > 0, den, 1.0), 1.0)
-            w = self._weights
+            w = _min_variance_weights(sq, tw)
             per = w * sq + (1 - w) * 0.5 * (tw + np.swapaxes(tw, 1, 2))
         else:
             per = sq
         Qhat = alpha * per.mean(axis=0)
         stderr = alpha * per.std(axis=0, ddof=1) / np.sqrt(self.samples)
         m_sq, m_tw = sq.mean(axis=0), tw.mean(axis=0)
-        gap = float(np.max(np.abs(m_sq - m_tw)) / max(1e-300, np.max(np.abs(m_sq))))
+        scale = max(np.max(np.abs(m_sq)), np.max(np.abs(m_tw)))
+        gap = float(np.max(np.abs(m_sq - m_tw)) / scale) if scale > 0 else 0.0
         self.evaluations += 1
         return 0.5 * (Qhat + Qhat.T) * self.mask, stderr * self.mask, gap
 
@@ -235,173 +254,133 @@ class StateEvolution:
     # ------------------------------------------------------------------ solve
     def solve(self, Q0=None, *, damping=0.5, tol=1e-8, max_iter=300, newton_below=1e-3,
               kick=0.05, max_kicks=3, progress=False, stderr=True) -> SEResult:
-        """Stable fixed point of ``Q = F(Q)`` on the frozen samples, from ``Q0``.
+        """Stable fixed point of ``Q = F(Q)`` on the frozen samples, from ``Q0``: a thin
+        client of the engine :func:`symtheory.core.solvers.fixed_point` on the free
+        entries of ``Q`` (upper triangle inside the structure mask), with domain
+        ``0 <= Q < rho``.
 
-        Damped iteration ``Q <- (1 - theta) F(Q) + theta Q`` follows the basin of the
-        start (``Q0`` defaults to ``0.05 I``: a small symmetry-breaking overlap, the
-        reference's start; pass e.g. ``0.99 I`` for an informed start).  Once the
-        residual is below ``newton_below`` it is polished by Newton steps on the free
-        entries (Jacobian by differencing the smooth frozen-sample map), accepted only
-        when they reduce the residual -- this removes the critical slowing down near
-        thresholds.  Converged when ``max |F(Q) - Q| <= tol``.
+        Damped iteration ``Q <- theta Q + (1 - theta) F(Q)`` (``damping`` = ``theta``, the
+        weight of the previous iterate, in [0, 1)) follows the basin of the start (``Q0``
+        defaults to ``0.05 I``: a small symmetry-breaking overlap, the reference's start;
+        pass e.g. ``0.99 I`` for an informed start).  Once the residual is below
+        ``newton_below`` Newton steps (Jacobian by differencing the smooth frozen-sample
+        map) remove the critical slowing down near thresholds; they are refused where
+        the Jacobian has an eigenvalue > 1, i.e. towards an unstable fixed point.
+        Converged when ``max |F(Q) - Q| <= tol (1 + max|Q|)``.
 
         Stability: an even model keeps ``Q_ll = 0`` exactly, so a layer that decayed
         while another was being learned can sit on an *unstable* fixed point (the
-        staircase of smi.md 8.4), and Newton can land on one.  After convergence the
-        map's Jacobian is checked; if an eigenvalue exceeds 1 the iteration restarts from
-        the fixed point plus ``kick`` along the unstable direction (what vanishing side
-        information does), at most ``max_kicks`` times; the message reports it.
+        staircase of smi.md 8.4); near perfect recovery below its threshold the point
+        ``Q = rho`` is a fixed point of ``F`` that is unstable (e.g. ``y = z^2``: ``1 - q``
+        grows by ``1/alpha`` per step).  Every converged point, on the boundary of the
+        domain too (one-sided differences into it), is checked: if an eigenvalue of the
+        Jacobian exceeds 1 the iteration restarts from the fixed point plus ``kick``
+        along the unstable direction (towards larger overlaps when that stays in the
+        domain), at most ``max_kicks`` times; the message reports it and ``stable``
+        records the final verdict.
         """
+        from ..core.progress import progress_bar
+        from ..core.solvers import fixed_point
+
         P = self.model.P
         Q = self._check_Q(0.05 * np.eye(P) if Q0 is None else Q0)
-        if not 0 <= damping < 1:
-            raise ValueError(f"damping must be in [0, 1), got {damping}")
+        entries = self._free_entries()
+        diag = np.array([a == b for a, b in entries])
         trace = []
-        converged = False
-        res = np.inf
-        kicks = 0
-        total = 0
-        from ..core.progress import progress_bar
-
         bar = progress_bar(range(max_iter * (max_kicks + 1)), desc=f"SE alpha={self.alpha:g}",
                            enabled=progress)
         bar_iter = iter(bar)
-        while True:
-            converged, Q, res, it = self._iterate(Q, damping, tol, max_iter, newton_below, trace,
-                                                  bar_iter)
-            total += it
-            if not converged or kicks >= max_kicks:
-                break
-            Qk = self._escape_unstable(Q, kick)
-            if Qk is None:
-                break
-            kicks += 1
-            Q = Qk
+
+        def record(it, q, res):
+            next(bar_iter, None)
+            trace.append({"iteration": len(trace) + 1, "Q": self._from_free(q), "residual": res})
+
+        self.psd_projections = 0
+        fp = fixed_point(lambda q: self._to_free(self.step(self._from_free(q))),
+                         self._to_free(Q), damping=damping, adaptive=False, tol=tol,
+                         maxiter=max_iter, domain=lambda q: self._in_domain(self._from_free(q)),
+                         newton_below=newton_below, jacobian_directions=self._directions(),
+                         stability=True, kick=kick, max_kicks=max_kicks,
+                         orientation=lambda v: float(np.sum(v[diag])), callback=record,
+                         name=f"state evolution at alpha={self.alpha:g}", warn=False)
+        Q = self._from_free(fp.value)
         Qhat, se, gap = self.qhat(Q)
         Q_se = self._fixed_point_stderr(Q, se) if stderr else np.full((P, P), np.nan)
-        msg = (f"converged in {total} iterations (residual {res:.2e})" if converged
-               else f"not converged after {total} iterations (residual {res:.2e})")
-        if kicks:
-            msg += f"; left {kicks} unstable fixed point(s) along their unstable direction"
+        msg = fp.message
         if self.psd_projections:
             msg += (f"; {self.psd_projections} map evaluations projected Q_hat onto the PSD cone "
                     "(negative eigenvalue within 4 standard errors)")
-        if not converged:
+        if not fp.converged or fp.stable is False:
             warnings.warn(f"state evolution at alpha={self.alpha:g}: {msg}", ConvergenceWarning,
                           stacklevel=2)
-        return SEResult(Q, Qhat, converged, total, res, se, Q_se, gap, msg, trace)
+        return SEResult(Q, Qhat, fp.converged, fp.iterations, fp.residual, se, Q_se, gap, msg,
+                        trace, stable=fp.stable)
 
-    def _iterate(self, Q, damping, tol, max_iter, newton_below, trace, bar_iter):
-        FQ = self.step(Q)
-        res = np.inf
-        for it in range(1, max_iter + 1):
-            next(bar_iter, None)
-            res = float(np.max(np.abs(FQ - Q)))
-            trace.append({"iteration": len(trace) + 1, "Q": Q.copy(), "residual": res})
-            if res <= tol:
-                # at perfect recovery F(Q) can round onto the boundary Q = rho; keep the
-                # last interior iterate then (it is within tol of the fixed point)
-                inside = np.linalg.eigvalsh(self.rho - FQ)[0] > 0
-                return True, (FQ if inside else Q), res, it
-            Qn = None
-            if res < newton_below:
-                Qn = self._newton_step(Q, FQ)
-            if Qn is None:
-                Qn = (1 - damping) * FQ + damping * Q
-                if np.linalg.eigvalsh(self.rho - Qn)[0] <= 1e-12:
-                    Qn = Q + 0.5 * (Qn - Q)
-            Q = 0.5 * (Qn + Qn.T) * self.mask
-            FQ = self.step(Q)
-        return False, Q, res, max_iter
-
-    def _escape_unstable(self, Q, kick):
-        """``Q + kick v`` for the unstable eigenvector ``v`` of ``dF/dQ``, or ``None``."""
-        try:
-            J = self._map_jacobian(Q, self.step(Q))
-        except ValueError:       # on the boundary of the domain: nothing to escape
-            return None
-        if J is None:
-            return None
-        lam, vecs = np.linalg.eig(J)
-        k = int(np.argmax(lam.real))
-        if lam[k].real <= 1.0 + 1e-6:
-            return None
-        v = vecs[:, k].real
-        entries = self._free_entries()
-        diag = [i for i, (a, b) in enumerate(entries) if a == b]
-        if diag and np.sum(v[diag]) < 0:
-            v = -v
-        v = v / np.max(np.abs(v))
-        for scale in (kick, kick / 4, kick / 16):
-            Qk = Q.copy()
-            for (a, b), x in zip(entries, v):
-                Qk = self._with_entry(Qk, a, b, Qk[a, b] + scale * x)
-            try:
-                return self._check_Q(Qk)
-            except ValueError:
-                continue
-        return None
-
-    def _with_entry(self, Q, a, b, value):
-        Qn = Q.copy()
-        Qn[a, b] = Qn[b, a] = value
-        return Qn
-
-    def _map_jacobian(self, Q, FQ, h=1e-6):
-        """``dF/dQ`` on the free entries by one-sided differences of the frozen-sample map
-        (smooth in Q); ``None`` if a step leaves the domain."""
-        entries = self._free_entries()
-        J = np.zeros((len(entries), len(entries)))
-        for j, (a, b) in enumerate(entries):
-            step = h if Q[a, b] + h < 1 else -h
-            try:
-                Fp = self.step(self._with_entry(Q, a, b, Q[a, b] + step))
-            except ValueError:
-                return None
-            J[:, j] = [(Fp[c, d] - FQ[c, d]) / step for c, d in entries]
-        return J
-
-    def _newton_step(self, Q, FQ):
-        """Newton step for ``F(Q) - Q = 0``; ``None`` unless it lowers the residual."""
-        entries = self._free_entries()
-        r0 = np.array([FQ[a, b] - Q[a, b] for a, b in entries])
-        J = self._map_jacobian(Q, FQ)
-        if J is None:
-            return None
-        try:
-            delta = np.linalg.solve(J - np.eye(len(entries)), -r0)
-        except np.linalg.LinAlgError:
-            return None
-        Qn = Q.copy()
-        for (a, b), dlt in zip(entries, delta):
-            Qn = self._with_entry(Qn, a, b, Qn[a, b] + dlt)
-        try:
-            Fn = self.step(Qn)
-        except ValueError:
-            return None
-        if np.max(np.abs(Fn - Qn)) < np.max(np.abs(r0)):
-            return Qn
-        return None
-
+    # ------------------------------------------------------------ parametrization
     def _free_entries(self):
         P = self.model.P
         return [(a, b) for a in range(P) for b in range(a, P) if self.mask[a, b]]
 
+    def _to_free(self, Q):
+        return np.array([Q[a, b] for a, b in self._free_entries()])
+
+    def _from_free(self, q):
+        Q = np.zeros((self.model.P, self.model.P))
+        for (a, b), v in zip(self._free_entries(), q):
+            Q[a, b] = Q[b, a] = v
+        return Q
+
+    def _in_domain(self, Q):
+        """``0 <= Q < rho`` (the tolerance of :meth:`_check_Q`)."""
+        return (np.linalg.eigvalsh(Q)[0] >= -1e-12
+                and np.linalg.eigvalsh(self.rho - Q)[0] > 0)
+
+    def _directions(self):
+        """Difference directions for the Jacobian on the free entries: ``E_aa`` for a
+        diagonal entry, ``E_ab + E_ba + E_aa + E_bb`` (positive semidefinite) for an
+        off-diagonal one, so every difference from a PSD ``Q`` -- ``Q = 0`` included,
+        where ``Q + h E_ab`` is indefinite -- stays PSD."""
+        entries = self._free_entries()
+        index = {e: i for i, e in enumerate(entries)}
+        D = np.zeros((len(entries), len(entries)))
+        for j, (a, b) in enumerate(entries):
+            D[j, j] = 1.0
+            if a != b:
+                for c in (a, b):
+                    if (c, c) in index:
+                        D[index[(c, c)], j] = 1.0
+        return D
+
+    def map_jacobian(self, Q, *, step=1e-6):
+        """``dF/dQ`` on the free entries (rows/columns in the order of the upper-triangle
+        entries kept by the structure) by one-sided differences of the frozen-sample map
+        that stay in ``0 <= Q < rho``; ``None`` if impossible."""
+        from ..core.solvers import difference_jacobian
+
+        Q = self._check_Q(Q)
+        return difference_jacobian(lambda q: self._to_free(self.step(self._from_free(q))),
+                                   self._to_free(Q), step=step,
+                                   domain=lambda q: self._in_domain(self._from_free(q)),
+                                   directions=self._directions())
+
     def _fixed_point_stderr(self, Q, Qhat_se):
         """Standard error of the fixed point: ``(I - dF/dQ)^{-1} dF_prior/dQhat . stderr``
-        (entries of ``Q_hat`` treated as independent)."""
+        (entries of ``Q_hat`` treated as independent); both Jacobians by one-sided
+        differences inside their domains (``Q = 0`` and ``Q_hat = 0`` included)."""
+        from ..core.solvers import difference_jacobian
+
         P = self.model.P
         entries = self._free_entries()
         k = len(entries)
+        J = self.map_jacobian(Q, step=1e-5)
         Qhat = self.psd_qhat(Q) + self.lam * np.eye(P)
-        F0 = self.prior.overlap_map(Qhat)
-        J = self._map_jacobian(Q, F0 * self.mask, h=1e-5)    # F0 masked = step(Q)
-        if J is None:
+        G = difference_jacobian(
+            lambda h: self._to_free(self.prior.overlap_map(self._from_free(h))),
+            self._to_free(Qhat), step=1e-6,
+            domain=lambda h: np.linalg.eigvalsh(self._from_free(h))[0] >= 0,
+            directions=self._directions())
+        if J is None or G is None:
             return np.full((P, P), np.nan)
-        G = np.zeros((k, k))
-        for j, (a, b) in enumerate(entries):
-            Fp = self.prior.overlap_map(self._with_entry(Qhat, a, b, Qhat[a, b] + 1e-6))
-            G[:, j] = [(Fp[c, d] - F0[c, d]) / 1e-6 for c, d in entries]
         s = np.array([Qhat_se[a, b] for a, b in entries])
         try:
             sens = np.linalg.solve(np.eye(k) - J, G)

@@ -1,106 +1,179 @@
-"""``symtheory smi ...`` subcommands: state evolution, errors at an overlap, GAMP."""
+"""``symtheory smi ...`` subcommands: state evolution, errors at an overlap, GAMP.
+
+The parser is declared with light imports only; each command imports the numerics it
+runs.  Options are checked while parsing (``symtheory.core.cli_common``); what needs the
+model (the overlap's size, the need for output noise) is checked right after the model is
+built, before anything is computed.  :func:`add_model_options` and :func:`build_model` are
+public so that other ``smi`` subcommands declare and build models the same way.
+"""
 from __future__ import annotations
 
-import argparse
 import sys
 
-import numpy as np
-
-from ..core.cli_common import alphas_from_args as _alphas
-from ..core.cli_common import check_format as _format
-from ..core.cli_common import emit, num
-from ..core import validate
-from ..core.table import Table
+from ..core.cli_common import (add_alpha, add_damping, add_output, add_seed, alphas_from_args,
+                               converter, describe, emit, int_arg, real_arg)
 from ..core.validate import ParameterError
+from .model_file import EXAMPLE
 
 NORMALIZATION = (
-    "Model (Troiani et al., arXiv:2502.00901): y = g(W x/sqrt(d)), x in R^{d x M} with "
-    "N(0,1) entries, W in R^{P x d} with N(0,1) entries; deep tied attention "
-    "X_{l+1} = (c I + softmax_row(beta X_l W_l^T W_l X_l^T/d)) X_l, output the last "
-    "attention matrix; alpha = n/d (per token dimension).  Overlaps Q = W_hat W*^T/d "
-    "(P x P); errors are squared Frobenius norms summed over the output entries.")
+    "Model (Troiani et al., arXiv:2502.00901; smi.md 1): y = g(W x/sqrt(d)), x in R^{d x M} "
+    "(M = seq-len tokens) and W in R^{P x d} with i.i.d. N(0,1) entries; deep tied "
+    "attention X_{l+1} = (c I + softmax_row(inv_temp X_l W_l^T W_l X_l^T/d)) X_l, output "
+    "the last attention matrix.  Normalization: alpha = n/d (samples per token dimension); "
+    "overlaps Q = W_hat W*^T/d (P x P); errors are squared Frobenius norms summed over the "
+    "output entries.")
 
 MODELS = ("attention", "linear-attention", "outer-product", "linear-tokens")
+#: options that shape a shipped model, and the models they apply to
+MODEL_SHAPE = {"depth": ("attention", "linear-attention"),
+               "seq_len": MODELS,
+               "skip": ("attention", "linear-attention"),
+               "inv_temp": ("attention", "linear-attention")}
+SHAPE_DEFAULTS = {"depth": 2, "seq_len": 2, "skip": 1.0, "inv_temp": 1.0}
+MAX_QUADRATURE_NODES = 200
+POSITIVE = dict(low=0.0, low_open=True)
+NONNEGATIVE = dict(low=0.0)
+OVERLAP_FORM = "a symmetric P x P matrix 'Q11,Q12;Q21,Q22' with eigenvalues in [0, 1]"
+
+
+# ----------------------------------------------------------------------- model
+def add_model_options(p) -> None:
+    """``--model`` / ``--model-file`` and what shapes the model, the channel and the seed."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--model", choices=MODELS, default=None,
+                   help="a shipped model (default attention): deep tied softmax attention, "
+                        "the same with linear attention, y = z z^T (outer-product), y = z "
+                        "(linear-tokens, needs --noise)")
+    g.add_argument("--model-file", metavar="PATH",
+                   help="a Python file defining `model` (a MultiIndexModel) or a function "
+                        "`build_model()` returning one; see the example below")
+    p.add_argument("--depth", type=int_arg("--depth", low=1), default=None,
+                   help="attention layers L, an integer >= 1 (default 2; attention models)")
+    p.add_argument("--seq-len", type=int_arg("--seq-len", low=1), default=None,
+                   help="tokens per sequence M, an integer >= 1 (default 2; shipped models)")
+    p.add_argument("--skip", type=real_arg("--skip", **POSITIVE), default=None,
+                   help="skip (residual) strength c, in (0, inf) (default 1; attention models)")
+    p.add_argument("--inv-temp", type=real_arg("--inv-temp", **POSITIVE), default=None,
+                   help="softmax inverse temperature, in (0, inf) (default 1; attention models)")
+    p.add_argument("--noise", type=real_arg("--noise", **POSITIVE), default=None,
+                   help="variance of Gaussian noise added to the output, in (0, inf) (default: "
+                        "noiseless, which needs a model with a deterministic reduction)")
+    p.add_argument("--quadrature", default="gauss-hermite", choices=("gauss-hermite", "uniform"),
+                   help="channel quadrature rule over the integrated indices (default "
+                        "gauss-hermite)")
+    p.add_argument("--quadrature-nodes",
+                   type=int_arg("--quadrature-nodes", low=2, high=MAX_QUADRATURE_NODES),
+                   default=30, help=f"quadrature nodes per axis, an integer in [2, "
+                                    f"{MAX_QUADRATURE_NODES}] (default 30)")
+    add_seed(p)
 
 
 def build_model(args):
-    from . import deep_attention, linear_tokens, outer_product
+    """The model of ``--model`` / ``--model-file``; refuses shape options that would be
+    ignored and a noiseless channel the model cannot integrate."""
+    given = [k for k in MODEL_SHAPE if getattr(args, k, None) is not None]
+    if args.model_file is not None:
+        if given:
+            raise ParameterError(f"--{given[0].replace('_', '-')} does not apply to --model-file "
+                                 "(declare the model's shape in the file)")
+        from .model_file import load_model
 
-    if args.model == "attention":
-        return deep_attention(args.depth, args.seq_len, 1, args.skip, args.beta, "softmax")
-    if args.model == "linear-attention":
-        return deep_attention(args.depth, args.seq_len, 1, args.skip, args.beta, "linear")
-    if args.model == "outer-product":
-        return outer_product(args.seq_len)
-    if args.model == "linear-tokens":
-        return linear_tokens(args.seq_len)
-    raise ParameterError(f"model must be one of {', '.join(MODELS)}, got {args.model!r}")
+        model = load_model(args.model_file)
+    else:
+        name = args.model or "attention"
+        for k in given:
+            if name not in MODEL_SHAPE[k]:
+                raise ParameterError(f"--{k.replace('_', '-')} applies only to --model "
+                                     f"{' or '.join(MODEL_SHAPE[k])}, not {name}")
+        v = {k: SHAPE_DEFAULTS[k] if getattr(args, k, None) is None else getattr(args, k)
+             for k in MODEL_SHAPE}
+        from . import deep_attention, linear_tokens, outer_product
+
+        if name in ("attention", "linear-attention"):
+            activation = "softmax" if name == "attention" else "linear"
+            model = deep_attention(v["depth"], v["seq_len"], 1, v["skip"], v["inv_temp"],
+                                   activation)
+        elif name == "outer-product":
+            model = outer_product(v["seq_len"])
+        else:
+            model = linear_tokens(v["seq_len"])
+    if getattr(args, "noise", None) is None and model.reduction is None:
+        raise ParameterError(f"--noise must be given, in (0, inf), for {model.description or model.name}: "
+                             "a noiseless link needs a DeterministicReduction (smi.md 9)")
+    return model
 
 
 def _rule(args):
     from ..core.quadrature import TensorRule
 
-    n = validate.integer("quadrature-nodes", args.quadrature_nodes, low=2)
-    return TensorRule(args.quadrature, n, 6.0)
+    return TensorRule(args.quadrature, args.quadrature_nodes, 6.0)
 
 
-def _noise(args):
-    if args.noise is None:
-        return None
-    return validate.real("noise", args.noise, low=0.0, low_open=True)
+def _overlap_text(text: str):
+    """``"Q11,Q12;Q21,Q22"`` -> rows of floats: finite, square and symmetric (parse time;
+    the size and the eigenvalues are checked against the model later)."""
+    def bad(why):
+        return ParameterError(f"--overlap must be {OVERLAP_FORM}, got {text!r} ({why})")
 
-
-def parse_overlap(text: str, P: int) -> np.ndarray:
-    """``"Q11,Q12;Q21,Q22"`` -> P x P symmetric PSD matrix with Q < I."""
     try:
         rows = [[float(v) for v in row.split(",")] for row in text.strip().split(";")]
     except ValueError:
-        raise ParameterError(f"overlap must be numbers like 'Q11,Q12;Q21,Q22', got {text!r}") from None
+        raise bad("not numbers") from None
+    P = len(rows)
+    if any(len(r) != P for r in rows):
+        raise bad(f"rows of lengths {[len(r) for r in rows]}, not a square matrix")
+    flat = [v for r in rows for v in r]
+    if not all(abs(v) < float("inf") for v in flat):
+        raise bad("not finite")
+    if any(abs(rows[a][b] - rows[b][a]) > 1e-12 for a in range(P) for b in range(a)):
+        raise bad("not symmetric")
+    return rows
+
+
+def parse_overlap(rows, P: int):
+    """The checked overlap as a ``P x P`` array (eigenvalues in [0, 1] up to 1e-12)."""
+    import numpy as np
+
+    if isinstance(rows, str):
+        rows = _overlap_text(rows)
     Q = np.array(rows, dtype=float)
     if Q.shape != (P, P):
-        raise ParameterError(f"overlap must be {P} x {P} for this model, got shape {Q.shape}")
-    if not np.all(np.isfinite(Q)) or not np.allclose(Q, Q.T, atol=1e-12):
-        raise ParameterError("overlap must be finite and symmetric")
+        raise ParameterError(f"--overlap must be {P} x {P} for this model (P = {P}), got "
+                             f"{Q.shape[0]} x {Q.shape[1]}")
     lam = np.linalg.eigvalsh(Q)
+    # 1e-12: a matrix typed to 12 digits may round just outside [0, 1]
     if lam[0] < -1e-12 or lam[-1] > 1 + 1e-12:
-        raise ParameterError(f"overlap eigenvalues must lie in [0, 1], got [{lam[0]:.3g}, {lam[-1]:.3g}]")
+        raise ParameterError(f"--overlap must have eigenvalues in [0, 1], got "
+                             f"[{lam[0]:.3g}, {lam[-1]:.3g}]")
     return Q
 
 
 # ----------------------------------------------------------------------- se
 def cmd_se(args) -> int:
+    model = build_model(args)
+    alphas = alphas_from_args(args)
+    import numpy as np
+
+    from ..core.progress import progress_bar
+    from ..core.table import Table
     from ..glm.errors import bayes_error, plugin_error
     from ..glm.se import StateEvolution
 
-    _format(args)
-    model = build_model(args)
-    alphas = [float(a) for a in _alphas(args)]
-    if any(a <= 0 for a in alphas):
-        raise ParameterError("alpha must be in (0, inf) for state evolution")
-    samples = validate.integer("samples", args.samples, low=100)
-    lam = validate.real("side-information", args.side_information, low=0.0)
-    rule, noise = _rule(args), _noise(args)
+    rule, noise, lam = _rule(args), args.noise, args.side_information
     P = model.P
-    if args.start == "uninformed":
-        Q0 = 0.05 * np.eye(P)
-    else:
-        Q0 = 0.99 * np.eye(P)
+    Q0 = (0.05 if args.start == "uninformed" else 0.99) * np.eye(P)
     cols = {"alpha": []}
     names = [(a, b) for a in range(P) for b in range(a, P)]
     for a, b in names:
         cols[f"Q{a + 1}{b + 1}"] = []
     for a in range(P):
         cols[f"Q{a + 1}{a + 1}_stderr"] = []
-    for k in ("bo_error", "bo_stderr", "plugin_error", "plugin_stderr"):
+    for k in ("bo_error", "bo_stderr", "plugin_error", "plugin_stderr", "free_entropy",
+              "free_entropy_stderr", "converged", "iterations", "residual", "nishimori_gap"):
         cols[k] = []
-    for k in ("free_entropy", "free_entropy_stderr", "converged", "iterations", "residual",
-              "nishimori_gap"):
-        cols[k] = []
-    from ..core.progress import progress_bar
-
     for alpha in progress_bar(alphas, desc="SE", enabled=not args.quiet):
-        se = StateEvolution(model, alpha, samples=samples, seed=args.seed, noise_variance=noise,
-                            rule=rule, side_information=lam)
+        se = StateEvolution(model, alpha, samples=args.samples, seed=args.seed,
+                            noise_variance=noise, rule=rule, side_information=lam)
         res = se.solve(Q0, damping=args.damping, max_iter=args.max_iter)
         cols["alpha"].append(alpha)
         for a, b in names:
@@ -124,7 +197,7 @@ def cmd_se(args) -> int:
         cols["iterations"].append(res.iterations)
         cols["residual"].append(res.residual)
         cols["nishimori_gap"].append(res.nishimori_gap)
-    meta = {"model": model.description, "samples": samples, "seed": args.seed,
+    meta = {"model": model.description, "samples": args.samples, "seed": args.seed,
             "quadrature": f"{rule.kind} {rule.n}", "noise_variance": noise,
             "side_information": lam, "start": args.start, "damping": args.damping,
             "normalization": NORMALIZATION,
@@ -132,8 +205,12 @@ def cmd_se(args) -> int:
                       "through the linearized SE map); errors: Monte-Carlo standard errors",
             "free_entropy": "Phi = -Tr(Q Q_hat)/2 + psi_P(Q_hat) + alpha Psi_out(Q) (smi.md 4); "
                             "Psi_out is the log-density of y in the observed coordinates"}
-    table = Table(cols, meta)
-    return emit(table, args, "smi_se", plot=_plot_se)
+    return emit(Table(cols, meta), args, "smi_se", plot=_plot_se)
+
+
+def _marker(n_points: int):
+    """A single point draws no line: mark the points when there are few."""
+    return "o" if n_points < 30 else None
 
 
 def _plot_se(table, path):
@@ -144,65 +221,63 @@ def _plot_se(table, path):
 
     fig, ax = plt.subplots(1, 2, figsize=(9, 3.6))
     a = table["alpha"]
+    mk = _marker(len(a))
     for name in table.names:
         if name.startswith("Q") and not name.endswith("stderr") and name[1] == name[2]:
-            ax[0].errorbar(a, table[name], yerr=table[name + "_stderr"], marker="o", ms=3,
+            ax[0].errorbar(a, table[name], yerr=table[name + "_stderr"], marker=mk, ms=4,
                            label=f"$Q_{{{name[1:]}}}$")
     ax[0].set_xlabel(r"$\alpha = n/d$")
     ax[0].set_ylabel("overlap")
     ax[0].legend()
-    ax[1].errorbar(a, table["bo_error"], yerr=table["bo_stderr"], marker="o", ms=3, label="Bayes-optimal")
-    ax[1].errorbar(a, table["plugin_error"], yerr=table["plugin_stderr"], marker="s", ms=3,
+    ax[1].errorbar(a, table["bo_error"], yerr=table["bo_stderr"], marker=mk, ms=4,
+                   label="Bayes-optimal")
+    ax[1].errorbar(a, table["plugin_error"], yerr=table["plugin_stderr"], marker="s", ms=4,
                    label="plug-in")
-    ax[1].set_xlabel(r"$\alpha$")
+    ax[1].set_xlabel(r"$\alpha = n/d$")
     ax[1].set_ylabel("generalization error")
     ax[1].legend()
     fig.suptitle(table.meta.get("model", ""), fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    fig.savefig(path, dpi=130, format="png")
     plt.close(fig)
 
 
 # ----------------------------------------------------------------------- error
 def cmd_error(args) -> int:
-    from ..glm.errors import bayes_error, plugin_error
-
-    _format(args)
     model = build_model(args)
     Q = parse_overlap(args.overlap, model.P)
-    samples = validate.integer("samples", args.samples, low=100)
-    if args.kind == "bo":
-        est = bayes_error(model, Q, samples=samples, seed=args.seed)
-    elif args.kind == "plugin":
-        est = plugin_error(model, Q, samples=samples, seed=args.seed)
-    else:
-        raise ParameterError(f"kind must be 'bo' or 'plugin', got {args.kind!r}")
+    from ..core.table import Table
+    from ..glm.errors import bayes_error, plugin_error
+
+    estimate = bayes_error if args.kind == "bo" else plugin_error
+    est = estimate(model, Q, samples=args.samples, seed=args.seed)
+    text = ";".join(",".join(repr(v) for v in row) for row in args.overlap)
     table = Table({"kind": [args.kind], "error": [est.error], "stderr": [est.stderr],
-                   "samples": [est.samples], "overlap": [args.overlap]},
+                   "samples": [est.samples], "overlap": [text]},
                   {"model": model.description, "seed": args.seed, "normalization": NORMALIZATION})
     return emit(table, args, f"smi_error_{args.kind}")
 
 
 # ----------------------------------------------------------------------- gamp
 def cmd_gamp(args) -> int:
+    model = build_model(args)
+    import numpy as np
+
+    from ..core.table import Table
     from ..glm.gamp_tokens import gamp_tokens
     from .data import generate
 
-    _format(args)
-    model = build_model(args)
-    d = validate.integer("d", args.d, low=2)
-    alpha = validate.real("alpha", args.alpha, low=0.0, low_open=True)
-    noise = _noise(args)
+    d, alpha, noise, lam = args.d, args.alpha, args.noise, args.side_information
     data = generate(model, d, alpha, seed=args.seed, noise_variance=noise or 0.0)
     ch = model.channel(noise, _rule(args))
-    lam = validate.real("side-information", args.side_information, low=0.0)
     S = None
     if lam > 0:
         rng = np.random.default_rng(args.seed + 1)
         S = np.sqrt(lam) * data.W + rng.standard_normal(data.W.shape)
-    res = gamp_tokens(data.X, data.y, ch, damping=args.damping, max_iter=args.max_iter,
-                      seed=args.seed + 2, init_scale=args.init_scale, side_information=lam,
-                      side_observation=S, truth=data.W, progress=not args.quiet)
+    res = gamp_tokens(data.X, data.y, ch, damping=args.damping,
+                      max_iter=args.max_iter, seed=args.seed + 2, init_scale=args.init_scale,
+                      side_information=lam, side_observation=S, truth=data.W,
+                      progress=not args.quiet)
     P = model.P
     cols = {"iteration": [r["iteration"] for r in res.trace]}
     for a in range(P):
@@ -211,9 +286,10 @@ def cmd_gamp(args) -> int:
         cols[f"V{a + 1}{a + 1}"] = [float(r["V"][a, a]) for r in res.trace]
         cols[f"cosine{a + 1}"] = [float(r["cosine"][a]) for r in res.trace]
     meta = {"model": model.description, "d": d, "alpha": alpha, "n": data.X.shape[0],
-            "seed": args.seed, "damping": args.damping, "init_scale": args.init_scale,
-            "side_information": lam, "noise_variance": noise, "message": res.message,
-            "converged": res.converged, "diverged": res.diverged,
+            "seed": args.seed, "damping": args.damping,
+            "damping_meaning": "weight of the previous iterate (0 = undamped)",
+            "init_scale": args.init_scale, "side_information": lam, "noise_variance": noise,
+            "message": res.message, "converged": res.converged, "diverged": res.diverged,
             "normalization": NORMALIZATION}
     print(f"GAMP: {res.message}", file=sys.stderr)
     return emit(Table(cols, meta), args, "smi_gamp", plot=_plot_gamp)
@@ -229,71 +305,98 @@ def _plot_gamp(table, path):
     it = table["iteration"]
     for name in table.names:
         if name.startswith("cosine"):
-            ax.plot(it, table[name], marker="o", ms=3, label=f"layer/row {name[6:]}")
+            ax.plot(it, table[name], marker=_marker(len(it)), ms=4, label=f"index row {name[6:]}")
     ax.set_xlabel("iteration")
-    ax.set_ylabel(r"cosine similarity $|M_{ll}|/\sqrt{Q_{ll}}$")
+    ax.set_ylabel(r"cosine similarity $|M_{aa}|/\sqrt{Q_{aa}}$")
     ax.legend()
     ax.set_title(table.meta.get("model", ""), fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    fig.savefig(path, dpi=130, format="png")
     plt.close(fig)
 
 
 # ----------------------------------------------------------------------- parser
-def _model_args(p):
-    p.add_argument("--model", default="attention", help=f"one of {', '.join(MODELS)}")
-    p.add_argument("--depth", type=int, default=2, help="number of attention layers L")
-    p.add_argument("--seq-len", type=int, default=2, help="tokens per sequence M")
-    p.add_argument("--skip", type=num("skip"), default=1.0, help="skip strength c > 0")
-    p.add_argument("--beta", type=num("beta"), default=1.0, help="softmax inverse temperature")
-    p.add_argument("--noise", type=num("noise"), default=None,
-                   help="Gaussian output-noise variance (default: noiseless)")
-    p.add_argument("--quadrature", default="gauss-hermite", choices=("gauss-hermite", "uniform"),
-                   help="channel quadrature rule over the integrated indices")
-    p.add_argument("--quadrature-nodes", type=int, default=30, help="nodes per axis")
-    p.add_argument("--seed", type=int, default=0, help="random seed")
-    p.add_argument("--format", default="csv", help="csv (default) or json")
-    p.add_argument("--out", help="folder for the table, its parameters (and the plot)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+MODEL_FILE_HELP = ("--model-file PATH runs the Python file PATH, which must define `model` (a "
+                   "symtheory.glm.MultiIndexModel) or a function `build_model()` returning one "
+                   "(smi.md 1, 9).  Phase retrieval y = z^2, the same model as --model "
+                   "outer-product --seq-len 1:")
+SE_COLUMNS = (
+    "Columns (one row per alpha): alpha = n/d; Qab (a <= b) = entries of the overlap Q = "
+    "W_hat W*^T/d at the fixed point; Qaa_stderr = their Monte-Carlo standard errors; "
+    "bo_error, bo_stderr = Bayes-optimal generalization error (smi.md Eq. 11) and its "
+    "standard error; plugin_error, plugin_stderr = error of the prediction with the mean "
+    "weights (smi.md 10.5); free_entropy, free_entropy_stderr = Phi (smi.md 4); converged, "
+    "iterations, residual = report of the fixed-point solve; nishimori_gap = relative "
+    "difference of the two Q_hat estimators (E g_out g_out^T and -E dg_out), 0 at "
+    "Bayes-optimality up to Monte-Carlo error.")
+ERROR_COLUMNS = (
+    "Columns: kind (bo: Bayes-optimal error, smi.md Eq. 11; plugin: prediction with the mean "
+    "weights, smi.md 10.5); error, its Monte-Carlo stderr, samples; overlap = the matrix "
+    "used.")
+GAMP_COLUMNS = (
+    "Columns (one row per iteration): iteration; for each index row a: Maa = W_hat_a . "
+    "W*_a/d (teacher overlap), Qaa = |W_hat_a|^2/d (self overlap), Vaa = the algorithm's "
+    "variance, cosine a = |Maa|/sqrt(Qaa) (cosine similarity with the teacher row).")
 
 
 def register(sub) -> None:
-    smi = sub.add_parser("smi", help="sequence multi-index models / deep attention (arXiv:2502.00901)",
-                         description=NORMALIZATION)
-    ssub = smi.add_subparsers(dest="task", required=True)
+    smi = sub.add_parser("smi", help="sequence multi-index models / deep attention "
+                                     "(arXiv:2502.00901)",
+                         description=describe(NORMALIZATION))
+    ssub = smi.add_subparsers(dest="task", required=True, help="what to compute")
+
     se = ssub.add_parser("se", help="state evolution fixed points, BO and plug-in errors",
-                         description=NORMALIZATION)
-    _model_args(se)
-    g = se.add_mutually_exclusive_group()
-    g.add_argument("--alpha", nargs="+", type=num("alpha"), metavar="A", help="n/d values")
-    g.add_argument("--alpha-grid", nargs=3, type=num("alpha-grid"), metavar=("START", "STOP", "NUM"))
-    se.add_argument("--samples", type=int, default=20000, help="Monte-Carlo samples (frozen)")
-    se.add_argument("--error-samples", type=int, default=200000, help="samples for the errors")
-    se.add_argument("--no-errors", action="store_true", help="skip the error columns")
+                         description=describe("Matrix state evolution (smi.md 4) from Monte "
+                                              "Carlo on frozen samples.", NORMALIZATION,
+                                              SE_COLUMNS, MODEL_FILE_HELP, example=EXAMPLE))
+    add_model_options(se)
+    add_alpha(se, what="n/d", positive=True)
+    se.add_argument("--samples", type=int_arg("--samples", low=100), default=20000,
+                    help="frozen Monte-Carlo samples of the SE map, an integer >= 100 "
+                         "(default 20000)")
+    se.add_argument("--error-samples", type=int_arg("--error-samples", low=100),
+                    default=200000,
+                    help="Monte-Carlo samples for the errors, an integer >= 100 (default 200000)")
+    se.add_argument("--no-errors", action="store_true", help="skip the error columns (NaN)")
     se.add_argument("--start", choices=("uninformed", "informed"), default="uninformed",
-                    help="Q0 = 0.05 I (uninformed) or 0.99 I (informed)")
-    se.add_argument("--side-information", type=num("side-information"), default=0.0)
-    se.add_argument("--damping", type=float, default=0.2, help="weight of the old iterate")
-    se.add_argument("--max-iter", type=int, default=300)
-    se.add_argument("--plot", action="store_true", help="write a PNG of overlaps and errors")
+                    help="initial overlap Q0 = 0.05 I (uninformed, default) or 0.99 I (informed)")
+    se.add_argument("--side-information", type=real_arg("--side-information", **NONNEGATIVE),
+                    default=0.0, help="side-information strength lambda, in [0, inf) (default 0)")
+    add_damping(se, default=0.2, what="the overlap iteration")
+    se.add_argument("--max-iter", type=int_arg("--max-iter", low=1), default=300,
+                    help="iteration cap, an integer >= 1 (default 300)")
+    add_output(se, plot="overlaps and errors vs alpha")
     se.set_defaults(func=cmd_se)
 
     er = ssub.add_parser("error", help="Bayes-optimal or plug-in error at a given overlap",
-                         description=NORMALIZATION)
-    _model_args(er)
-    er.add_argument("--overlap", required=True, help='P x P matrix, e.g. "0.1,0;0,0.8"')
-    er.add_argument("--kind", default="bo", help="bo (Eq. 11) or plugin (reference csv)")
-    er.add_argument("--samples", type=int, default=200000)
+                         description=describe("Generalization error at a given overlap matrix.",
+                                              NORMALIZATION, ERROR_COLUMNS, MODEL_FILE_HELP,
+                                              example=EXAMPLE))
+    add_model_options(er)
+    er.add_argument("--overlap", type=converter(_overlap_text, "matrix"), required=True, metavar="Q",
+                    help=f"{OVERLAP_FORM}, e.g. \"0.1,0;0,0.8\"")
+    er.add_argument("--kind", default="bo", choices=("bo", "plugin"),
+                    help="bo = Bayes-optimal error (default), plugin = mean-weights prediction")
+    er.add_argument("--samples", type=int_arg("--samples", low=100), default=200000,
+                    help="Monte-Carlo samples, an integer >= 100 (default 200000)")
+    add_output(er, quiet=False)
     er.set_defaults(func=cmd_error)
 
     gp = ssub.add_parser("gamp", help="GAMP (Algorithm 1) on simulated teacher data",
-                         description=NORMALIZATION)
-    _model_args(gp)
-    gp.add_argument("--d", type=int, required=True, help="token dimension")
-    gp.add_argument("--alpha", type=num("alpha"), required=True, help="n/d")
-    gp.add_argument("--damping", type=float, default=1.0, help="weight of the new iterate (0, 1]")
-    gp.add_argument("--max-iter", type=int, default=40)
-    gp.add_argument("--init-scale", type=float, default=0.1, help="std of the random initial W")
-    gp.add_argument("--side-information", type=num("side-information"), default=0.0)
-    gp.add_argument("--plot", action="store_true", help="write a PNG of the cosine trace")
+                         description=describe("GAMP for multi-index models with tokens "
+                                              "(smi.md 5, Algorithm 1) on data drawn from the "
+                                              "model.", NORMALIZATION, GAMP_COLUMNS,
+                                              MODEL_FILE_HELP, example=EXAMPLE))
+    add_model_options(gp)
+    gp.add_argument("--d", type=int_arg("--d", low=2), required=True,
+                    help="token dimension d, an integer >= 2 (n = round(alpha d))")
+    add_alpha(gp, what="n/d", positive=True, many=False)
+    add_damping(gp, default=0.0, what="the weights and their covariance")
+    gp.add_argument("--max-iter", type=int_arg("--max-iter", low=1), default=40,
+                    help="iterations, an integer >= 1 (default 40)")
+    gp.add_argument("--init-scale", type=real_arg("--init-scale", **POSITIVE), default=0.1,
+                    help="standard deviation of the random initial W, in (0, inf) (default 0.1)")
+    gp.add_argument("--side-information", type=real_arg("--side-information", **NONNEGATIVE),
+                    default=0.0, help="side-information strength lambda, in [0, inf) (default 0)")
+    add_output(gp, plot="cosine similarity per index row vs iteration")
     gp.set_defaults(func=cmd_gamp)

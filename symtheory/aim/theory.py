@@ -1,0 +1,516 @@
+"""Bayes-optimal theory of the AIM and of the quadratic network: assembly and solvers.
+
+Assembles the declarations of :mod:`symtheory.aim.model` with the generic layers:
+the symmetric RIE prior (:class:`glm.spectral_priors.SymmetricRIE`), the linear-rank
+output channel and the scalar spectral state evolution
+(:mod:`glm.spectral_se`).  The state evolution (aim.md 3.3) in the error
+``v = Q0 - q = (1/d) E||S_hat - S||_F^2``:
+
+    v = mmse((v + delta/2)/alpha_tilde),     alpha_tilde = 2 alpha k,
+
+``k`` the number of u-space indices a sample reveals (``T(T+1)/2 - 1`` for softmax at
+any inverse temperature, ``T(T+1)/2`` for the identity; derived from the link's
+Jacobian), ``delta/2`` the output noise per u-space index (aim.md 1.2, 3.4).  Solved by
+a bracketed Brent root (unique root: tested), or to any number of digits with mpmath.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..core import validate
+from ..core.codegen import Kernel, KernelSet
+from ..core.solvers import SolverResult
+from ..glm.spectral_priors import SymmetricRIE
+from ..glm.spectral_se import LinearRankChannel, ScalarSpectralSE, exact_mpf, precision_report
+from . import model as M
+
+_THEORY = None
+
+#: alpha_tilde >= alpha_tilde_PR - this tolerance counts as perfect recovery
+ALPHA_PR_TOL = 1e-12
+
+#: measurements per unit alpha and parameter: alpha d^2 samples, d^2/2 parameters (aim.md 3.3)
+SAMPLE_FACTOR = float(M.sample_factor())
+
+
+class AIMTheory:
+    """Kernels for the AIM/QN Bayes-optimal theory (built once per process)."""
+
+    def __init__(self):
+        self.prior = SymmetricRIE("aim_prior", M.denoising(), (M.t,), M.D)
+        self.kernels = KernelSet()
+        for kern in self.prior.kernels():
+            self.kernels.add(kern)
+        add = self.kernels.add
+        rinf = M.rho_infinity()
+        self.rho_inf_mmse = add(Kernel("aim_rho_inf_mmse", (M.D,), [rinf["mmse"]],
+                                       doc="rho -> infinity denoising MMSE D/(1 + D)"))
+        self.rho_inf_v = add(Kernel("aim_rho_inf_v", (M.at, M.s2), [rinf["v"]],
+                                    doc="rho -> infinity fixed point of v = mmse((v + s2)/at)"))
+        lr = M.low_rank()
+        self.low_rank_v = add(Kernel("aim_low_rank_v", (M.a_lr, M.s2), [lr["v"]],
+                                     doc="low-rank MSE on the nontrivial branch (aim.md 4.4)"))
+        self.low_rank_weak = add(Kernel("aim_low_rank_a_weak", (M.s2,), [lr["a_weak"]],
+                                        doc="low-rank weak-recovery threshold in a_lr"))
+        self.low_rank_strong = float(lr["a_strong"])
+        low, high = M.alpha_tilde_pr()
+        self.at_pr_low = add(Kernel("aim_alpha_tilde_pr", (M.rho,), [low],
+                                    doc="perfect-recovery alpha_tilde for rho <= 1"))
+        self.at_pr_high = float(high)
+        self.noise = add(Kernel("aim_noise_per_index", (M.delta,), [M.noise_per_index()],
+                                doc="output-noise variance per u-space index"))
+        self._ranks: dict = {}
+        self._gen_identity: dict = {}
+
+    def link_rank(self, seq_len: int, link: str):
+        key = (seq_len, link)
+        if key not in self._ranks:
+            self._ranks[key] = M.link_rank(seq_len, link)
+        return self._ranks[key]
+
+    def gen_identity_kernel(self, seq_len: int) -> Kernel:
+        if seq_len not in self._gen_identity:
+            self._gen_identity[seq_len] = self.kernels.add(Kernel(
+                f"aim_gen_error_identity_T{seq_len}", (M.V,), [M.gen_error_identity(seq_len)],
+                doc="Bayes test error of the identity link at posterior variance V"))
+        return self._gen_identity[seq_len]
+
+
+def theory() -> AIMTheory:
+    global _THEORY
+    if _THEORY is None:
+        _THEORY = AIMTheory()
+    return _THEORY
+
+
+# --------------------------------------------------------------------- parameters
+def check_params(rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0):
+    """Validate ``(rho, seq_len, link, inv_temp, delta)``; ``rho`` may be 0 (low-rank
+    limit) or ``inf``.  Returns the converted values."""
+    rho = validate.real("rho", rho, low=0, allow_inf=True)
+    seq_len = validate.integer("seq_len", seq_len, low=1)
+    if link not in M.LINKS:
+        raise validate.ParameterError(f"link must be one of {', '.join(M.LINKS)}, got {link!r}")
+    inv_temp = validate.real("inv_temp", inv_temp, low=0, low_open=True)
+    delta = validate.real("delta", delta, low=0)
+    return rho, seq_len, link, inv_temp, delta
+
+
+def constraints_per_sample(seq_len, link="softmax") -> int:
+    """``k``: u-space indices revealed per sample, the rank of the link's Jacobian
+    (aim.md 3.4; ``2k = T^2 + T - 2`` for softmax)."""
+    seq_len = validate.integer("seq_len", seq_len, low=1)
+    check_params(1.0, seq_len, link)
+    return theory().link_rank(seq_len, link).rank
+
+
+def alpha_tilde(alpha, seq_len, link="softmax") -> float:
+    """Effective sample ratio ``alpha_tilde = 2 alpha k`` of the linear-rank channel."""
+    alpha = validate.real("alpha", alpha, low=0)
+    return SAMPLE_FACTOR * alpha * constraints_per_sample(seq_len, link)
+
+
+def _at_pr(rho: float) -> float:
+    if rho >= 1.0:
+        return theory().at_pr_high
+    return float(theory().at_pr_low(rho)[0])
+
+
+def alpha_pr(rho, seq_len, link="softmax") -> float:
+    """Perfect-recovery threshold ``(2 rho - rho^2)/(T^2 + T - 2)`` (softmax, rho <= 1;
+    ``1/(T^2 + T - 2)`` above; aim.md 4.1) -- generally ``alpha_tilde_PR/(2k)``;
+    ``inf`` when the link reveals nothing (``k = 0``)."""
+    rho, seq_len, link, _, _ = check_params(rho, seq_len, link)
+    k = constraints_per_sample(seq_len, link)
+    if k == 0:
+        return math.inf
+    return _at_pr(rho) / (SAMPLE_FACTOR * k)
+
+
+def mmse_denoising(rho, D, *, rtol=1e-11) -> float:
+    """``(1/d) E||S_hat - S||^2`` of the symmetric RIE at noise ``D`` (aim.md 3.1)."""
+    rho = validate.real("rho", rho, low=0, low_open=True, allow_inf=True)
+    D = validate.real("D", D, low=0, low_open=True)
+    th = theory()
+    if math.isinf(rho):
+        return float(th.rho_inf_mmse(D)[0])
+    return th.prior.mmse((math.sqrt(rho),), D, rtol=rtol)
+
+
+def mmse_denoising_mp(rho, D, dps=30):
+    """:func:`mmse_denoising` in mpmath at ``dps`` digits (the independent path)."""
+    import mpmath
+
+    with mpmath.workdps(dps):
+        rho_m, D_m = exact_mpf(rho), exact_mpf(D)
+        if mpmath.isinf(rho_m):
+            return theory().rho_inf_mmse.mp(D_m)[0]
+        return theory().prior.mmse_mp((mpmath.sqrt(rho_m),), D_m, dps=dps)
+
+
+def rie_denoise(R, rho, D):
+    """Symmetric RIE estimate of ``S`` from ``R = S + sqrt(D) Z`` (aim.md 3.1), ``Z``
+    GOE with semicircle on ``[-2, 2]``; eigenvalues outside the limiting support use
+    the physical branch of the Hilbert transform."""
+    R = np.asarray(R, dtype=float)
+    if R.ndim != 2 or R.shape[0] != R.shape[1]:
+        raise validate.ParameterError(f"R must be a square matrix, got shape {R.shape}")
+    if not np.all(np.isfinite(R)):
+        raise validate.ParameterError("R contains non-finite entries")
+    rho = validate.real("rho", rho, low=0, low_open=True)
+    D = validate.real("D", D, low=0, low_open=True)
+    return theory().prior.denoise(R, (math.sqrt(rho),), D)
+
+
+# --------------------------------------------------------------------- errors
+class _SoftmaxIndices:
+    """Adapter for :func:`glm.errors.bayes_error`: ``P = 1`` row of ``K`` u-space
+    indices in units of their total standard deviation ``scale``."""
+
+    def __init__(self, seq_len, inv_temp, scale):
+        self.T, self.beta, self.scale = seq_len, inv_temp, scale
+        self.P, self.M = 1, seq_len * (seq_len + 1) // 2
+        iu = np.triu_indices(seq_len)
+        self._rows, self._cols = iu
+        self._diag = (iu[0] == iu[1])
+
+    def g(self, Z):
+        u = self.scale * Z.reshape(len(Z), self.M)
+        u = np.where(self._diag, math.sqrt(2.0) * u, u)
+        h = np.zeros((len(Z), self.T, self.T))
+        h[:, self._rows, self._cols] = u
+        h[:, self._cols, self._rows] = u
+        e = np.exp(self.beta * (h - h.max(axis=2, keepdims=True)))
+        return e / e.sum(axis=2, keepdims=True)
+
+
+def gen_error(mse, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *, samples=20000,
+              seed=0):
+    """Bayes-optimal test error ``E_omega tr Cov[g(h(omega + sqrt(V + delta/2) xi))]``
+    (aim.md 3.8) at MSE ``V = mse`` (overlap ``q = Q0 - V``, ``omega ~ N(0, q)``), output
+    noise included.  Returns ``(value, stderr)``: exact for the identity link
+    (``T(T+1)(V + delta/2)``, ``2V + delta`` for QN), Monte Carlo for softmax
+    (:func:`glm.errors.bayes_error` with ``samples`` outer draws; NaN at ``rho = inf``,
+    where the indices have infinite variance)."""
+    rho, seq_len, link, inv_temp, delta = check_params(rho, seq_len, link, inv_temp, delta)
+    th = theory()
+    V = validate.real("mse", mse, low=0, high=1)
+    s2 = float(th.noise(delta)[0])
+    if link == "identity":
+        return float(th.gen_identity_kernel(seq_len)(V + s2)[0]), 0.0
+    if math.isinf(rho):
+        return math.nan, math.nan
+    from ..glm.errors import bayes_error
+
+    Q0 = 1.0 + rho
+    total = Q0 + s2
+    model = _SoftmaxIndices(seq_len, inv_temp, math.sqrt(total))
+    est = bayes_error(model, np.array([[(Q0 - V) / total]]), samples=samples, seed=seed)
+    return est.error, est.stderr
+
+
+# --------------------------------------------------------------------- fixed point
+@dataclass
+class AIMPoint:
+    """Bayes-optimal solution at one alpha (columns of :func:`bo_curve`)."""
+
+    alpha: float
+    rho: float
+    seq_len: int
+    delta: float
+    mmse: float            # (1/d)||S_hat - S||_F^2, 1 at alpha = 0
+    q: float               # (1/d) Tr(S S_hat) = Q0 - mmse
+    gen_error: float
+    gen_error_stderr: float
+    alpha_tilde: float
+    alpha_pr: float
+    converged: bool
+    iterations: int
+    residual: float
+    mmse_str: str = ""
+    q_str: str = ""
+    digits_confirmed: float = float("nan")
+
+
+def _spectral_engine(fisher, alpha, rho, name) -> ScalarSpectralSE:
+    """The tied prior's scalar spectral SE (aim.md 3.3) for a channel's ``E||g_out||^2``."""
+    th = theory()
+    t = math.sqrt(rho)
+    return ScalarSpectralSE(lambda D: th.prior.mmse((t,), D), fisher, alpha,
+                            Q0=th.prior.second_moment(t),
+                            v_max=th.prior.second_moment(t) - th.prior.mean(t) ** 2,
+                            sample_factor=SAMPLE_FACTOR,
+                            name=f"AIM {name}overlap at alpha={alpha}, rho={rho}")
+
+
+def _engine(alpha, rho, seq_len, link, delta) -> ScalarSpectralSE:
+    th = theory()
+    k = constraints_per_sample(seq_len, link)
+    channel = LinearRankChannel(k, seq_len * (seq_len + 1) // 2, float(th.noise(delta)[0]))
+    return _spectral_engine(channel.fisher, alpha, rho, "")
+
+
+def solve_mse(alpha, rho, seq_len, link="softmax", delta=0.0) -> SolverResult:
+    """Solve the state evolution; ``value`` is the MSE ``v = Q0 - q``."""
+    alpha = validate.real("alpha", alpha, low=0)
+    rho, seq_len, link, _, delta = check_params(rho, seq_len, link, 1.0, delta)
+    th = theory()
+    at = alpha_tilde(alpha, seq_len, link)
+    s2 = float(th.noise(delta)[0])
+    if rho == 0:
+        raise validate.ParameterError("rho must be > 0 here; the rho -> 0 limit is "
+                                      "low_rank_point(alpha_bar = n/(d r), ...)")
+    if at == 0:
+        return SolverResult(1.0, True, 0, 0.0, "exact", "alpha_tilde = 0: nothing learned")
+    if delta == 0 and at >= _at_pr(rho) - ALPHA_PR_TOL:
+        return SolverResult(0.0, True, 0, 0.0, "exact", "alpha >= alpha_PR: perfect recovery")
+    if math.isinf(rho):
+        return SolverResult(float(th.rho_inf_v(at, s2)[0]), True, 0, 0.0, "closed form",
+                            "rho = inf: closed form")
+    return _engine(alpha, rho, seq_len, link, delta).solve()
+
+
+def _precision_solve(alpha, rho, seq_len, link, delta, v0, digits):
+    import mpmath
+
+    k = constraints_per_sample(seq_len, link)
+
+    def mmse_mp(D):
+        return theory().prior.mmse_mp((mpmath.sqrt(exact_mpf(rho)),), D, dps=mpmath.mp.dps)
+
+    def qhat_mp(v):
+        return SAMPLE_FACTOR * k * exact_mpf(alpha) / (v + exact_mpf(delta) / 2)
+
+    return _engine(alpha, rho, seq_len, link, delta).solve_mp(mmse_mp, qhat_mp, v0, digits=digits)
+
+
+def _rho_inf_digits(alpha, seq_len, link, delta, digits):
+    """The rho -> infinity closed form in mpmath at ``digits`` and ``2 digits`` (+ guard):
+    ``(value string, agreeing digits)``."""
+    import mpmath
+
+    k = constraints_per_sample(seq_len, link)
+    vals = []
+    for dps in (digits + 10, 2 * digits + 10):
+        with mpmath.workdps(dps):
+            at = SAMPLE_FACTOR * k * exact_mpf(alpha)
+            vals.append(theory().rho_inf_v.mp(at, exact_mpf(delta) / 2, dps=dps)[0])
+    with mpmath.workdps(2 * digits + 10):
+        diff = abs(vals[0] - vals[1])
+        agree = float(-mpmath.log10(diff / abs(vals[1]))) if diff else math.inf
+        return mpmath.nstr(vals[0], digits), round(agree, 1)
+
+
+def bo_point(alpha, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *,
+             precision: int | None = None, gen_samples: int | None = 20000,
+             seed: int = 0) -> AIMPoint:
+    """Bayes-optimal MSE on ``S`` and test error at ``alpha = n/d^2`` (aim.md 3.3, 3.8).
+
+    ``gen_samples=None`` skips the test error (NaN).  ``precision`` (digits) refines the
+    MSE with mpmath and confirms it at twice the digits.
+    """
+    rho, seq_len, link, inv_temp, delta = check_params(rho, seq_len, link, inv_temp, delta)
+    alpha = validate.real("alpha", alpha, low=0)
+    res = solve_mse(alpha, rho, seq_len, link, delta)
+    v = float(res.value)
+    Q0 = 1.0 + rho
+    if gen_samples is None:
+        ge = (math.nan, math.nan)
+    else:
+        ge = gen_error(v, rho, seq_len, link, inv_temp, delta,
+                       samples=validate.integer("gen_samples", gen_samples, low=2), seed=seed)
+    pt = AIMPoint(alpha, rho, seq_len, delta, v, Q0 - v, ge[0], ge[1],
+                  alpha_tilde(alpha, seq_len, link), alpha_pr(rho, seq_len, link),
+                  bool(res.converged), int(res.iterations), float(res.residual))
+    if precision is not None:
+        digits = validate.integer("precision", precision, low=1)
+        if res.method == "closed form":
+            pt.mmse_str, pt.digits_confirmed = _rho_inf_digits(alpha, seq_len, link, delta, digits)
+            pt.q_str = "inf"
+        elif res.method == "exact":          # v exactly 0 (perfect recovery) or 1 (alpha_tilde = 0)
+            pt.mmse_str, pt.q_str = repr(v), repr(Q0 - v)
+            pt.digits_confirmed = float("inf")
+        else:
+            pr = _precision_solve(alpha, rho, seq_len, link, delta, v, digits)
+            pt.mmse_str, pt.q_str, pt.digits_confirmed = precision_report(
+                pr, digits, also=lambda val: 1 + exact_mpf(rho) - val, name=f"alpha={alpha}")
+    return pt
+
+
+def bo_curve(alpha, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *,
+             precision: int | None = None, gen_samples: int | None = 20000, seed: int = 0,
+             progress: bool = False):
+    """:func:`bo_point` along a sweep of ``alpha`` (a :class:`~symtheory.core.table.Table`).
+
+    Columns: ``alpha, rho, seq_len, delta, mmse, q, gen_error, gen_error_stderr,
+    alpha_tilde, alpha_pr, converged, iterations, residual`` (+ ``mmse_str, q_str,
+    digits_confirmed`` with ``precision``).
+    """
+    from ..core.progress import progress_bar
+    from ..core.table import Table
+
+    rho, seq_len, link, inv_temp, delta = check_params(rho, seq_len, link, inv_temp, delta)
+    alphas = np.atleast_1d(np.asarray(alpha, dtype=float))
+    for a in alphas:
+        validate.real("alpha", a, low=0)
+    t0 = time.perf_counter()
+    pts = [bo_point(a, rho, seq_len, link, inv_temp, delta, precision=precision,
+                    gen_samples=gen_samples, seed=seed)
+           for a in progress_bar(alphas, desc="AIM BO curve", enabled=progress)]
+    cols = ["alpha", "rho", "seq_len", "delta", "mmse", "q", "gen_error", "gen_error_stderr",
+            "alpha_tilde", "alpha_pr", "converged", "iterations", "residual"]
+    if precision is not None:
+        cols += ["mmse_str", "q_str", "digits_confirmed"]
+    data = {c: [asdict(p)[c] for p in pts] for c in cols}
+    import symtheory
+
+    meta = {"model": "aim", "quantity": "Bayes-optimal MSE (1/d)||S_hat - S||_F^2 (aim.md 3.3), "
+            "1 at alpha = 0; gen_error: Bayes test error (aim.md 3.8)",
+            "alpha_definition": "n/d^2", "rho": rho, "seq_len": seq_len, "link": link,
+            "inv_temp": inv_temp, "delta": delta,
+            "constraints_per_sample": constraints_per_sample(seq_len, link),
+            "precision": precision, "gen_samples": gen_samples, "n_points": len(pts),
+            "seconds": round(time.perf_counter() - t0, 4), "symtheory": symtheory.__version__}
+    return Table(data, meta)
+
+
+def rho_infinity_mse(alpha, seq_len, link="softmax", delta=0.0) -> float:
+    """``rho -> infinity`` line (aim.md 4.2): noiseless ``max(0, 1 - alpha_tilde)``."""
+    return float(solve_mse(alpha, math.inf, seq_len, link, delta).value)
+
+
+# --------------------------------------------------------------------- low-rank limit
+@dataclass
+class LowRankPoint:
+    """``rho -> 0`` at fixed ``alpha_bar = n/(d r) = alpha/rho`` (aim.md 4.4)."""
+
+    alpha_bar: float
+    seq_len: int
+    delta: float
+    mmse: float
+    q: float
+    alpha_bar_wr: float
+    alpha_bar_pr: float
+
+
+def low_rank_point(alpha_bar, seq_len, link="softmax", delta=0.0) -> LowRankPoint:
+    """Low-rank limit: ``a = 2 k alpha_bar``; MSE 1 below ``a_WR = 1 + delta/2``, the
+    derived branch above it (noiseless: ``a (2 - a)``, 0 beyond ``a = 2``)."""
+    alpha_bar = validate.real("alpha_bar", alpha_bar, low=0)
+    _, seq_len, link, _, delta = check_params(0.0, seq_len, link, 1.0, delta)
+    th = theory()
+    k = constraints_per_sample(seq_len, link)
+    s2 = float(th.noise(delta)[0])
+    a = SAMPLE_FACTOR * k * alpha_bar
+    a_weak = float(th.low_rank_weak(s2)[0])
+    a_strong = th.low_rank_strong if delta == 0 else math.inf
+    if a <= a_weak:
+        v = 1.0
+    elif a >= a_strong - ALPHA_PR_TOL:
+        v = 0.0
+    else:
+        v = float(th.low_rank_v(a, s2)[0])
+    scale = SAMPLE_FACTOR * k if k else math.nan
+    return LowRankPoint(alpha_bar, seq_len, delta, v, 1.0 - v, a_weak / scale if k else math.inf,
+                        a_strong / scale if k else math.inf)
+
+
+def thresholds(rho, seq_len, link="softmax", delta=0.0) -> dict:
+    """Phase transitions (aim.md 4): constraints per sample ``k``, ``alpha_PR`` (noiseless,
+    finite rho), and the low-rank weak/perfect-recovery thresholds in ``alpha_bar``."""
+    rho, seq_len, link, _, delta = check_params(rho, seq_len, link, 1.0, delta)
+    k = constraints_per_sample(seq_len, link)
+    lr = low_rank_point(0.0, seq_len, link, delta)
+    return {"rho": rho, "seq_len": seq_len, "link": link, "delta": delta,
+            "constraints_per_sample": k,
+            "alpha_tilde_pr": _at_pr(rho) if rho > 0 else 0.0,
+            "alpha_pr": (alpha_pr(rho, seq_len, link) if delta == 0 else math.inf),
+            "alpha_bar_wr": lr.alpha_bar_wr, "alpha_bar_pr": lr.alpha_bar_pr}
+
+
+def qn_paper_units(mse, delta, kappa) -> dict:
+    """The quadratic network in the QN paper's normalisation ``S_M = W^T W/m`` (aim.md 8):
+    ``S = sqrt(kappa) S_M``, so ``MSE_M = mse/kappa`` and ``Delta_M = delta/kappa``
+    (its curves plot ``kappa MSE_M`` = our ``mse``)."""
+    kappa = validate.real("kappa", kappa, low=0, low_open=True)
+    return {"mse_paper": validate.real("mse", mse, low=0) / kappa,
+            "delta_paper": validate.real("delta", delta, low=0) / kappa}
+
+
+# --------------------------------------------------------------------- hardmax, T = 2
+def hardmax_channel(variant: str = "bayes"):
+    """The hardmax output channel of two tokens (aim.md 3.5): a bivariate Gaussian
+    orthant channel on the projection :func:`model.hardmax_projection`.  ``variant``:
+    ``bayes`` (the derivative of ``log Phi_2``, Bayes-optimal) or ``joint-density`` (the
+    published code's surrogate: NOT Bayes-optimal, reproduction only)."""
+    from ..glm.orthant import BivariateOrthantChannel
+
+    if variant not in M.HARDMAX_VARIANTS:
+        raise validate.ParameterError(f"hardmax variant must be one of "
+                                      f"{', '.join(M.HARDMAX_VARIANTS)}, got {variant!r}")
+    key = ("hardmax", variant)
+    cache = theory()._ranks
+    if key not in cache:
+        cache[key] = BivariateOrthantChannel(M.hardmax_projection(2), variant)
+    return cache[key]
+
+
+def hardmax_engine(alpha, rho, variant: str = "bayes") -> ScalarSpectralSE:
+    """Scalar spectral SE (aim.md 3.3) with the hardmax channel's ``E||g_out||^2`` by
+    quadrature (:meth:`glm.orthant.BivariateOrthantChannel.fisher`)."""
+    alpha = validate.real("alpha", alpha, low=0)
+    rho = validate.real("rho", rho, low=0, low_open=True)
+    return _spectral_engine(hardmax_channel(variant).fisher, alpha, rho, "hardmax ")
+
+
+def hardmax_mse(alpha, rho, variant: str = "bayes", *, xtol: float = 1e-10) -> SolverResult:
+    """MSE ``(1/d)||S_hat - S||_F^2`` of the hardmax (T = 2) state evolution at
+    ``alpha = n/d^2`` (aim.md 3.5; no perfect recovery for discrete outputs)."""
+    eng = hardmax_engine(alpha, rho, variant)
+    if eng.alpha == 0:
+        return SolverResult(eng.v_max, True, 0, 0.0, "exact", "alpha = 0: nothing learned")
+    return eng.solve(xtol=xtol)
+
+
+def hardmax_weak_recovery_closed_form(variant: str = "bayes", dps: int = 30):
+    """aim.md 4.4 closed forms of the low-rank weak-recovery threshold ``alpha_bar_WR``:
+    ``3/(8 [2/(pi + 2a) + 1/(pi - 2a)])``, ``a = arcsin(1/3)`` (bayes); for the
+    joint-density variant the same sum with ``phi_2(0, 0; +-1/3)`` in place of
+    ``phi(0) Phi(0)`` (mpmath at ``dps`` digits; checked against the quadrature path)."""
+    import mpmath
+
+    with mpmath.workdps(dps + 10):
+        a = mpmath.asin(mpmath.mpf(1) / 3)
+        if variant == "bayes":
+            return +(3 / (8 * (2 / (mpmath.pi + 2 * a) + 1 / (mpmath.pi - 2 * a))))
+        # Z(s) = (pi +- 2a)/(4 pi); dZ = phi_2(0, 0; r) = 1/(2 pi sqrt(8/9)); the quadratic
+        # form (s^T C0 s)/3 = (6 +- 2)/3
+        dz = 1 / (2 * mpmath.pi * mpmath.sqrt(mpmath.mpf(8) / 9))
+        F = 2 * (dz**2 * 8 / 3) / ((mpmath.pi + 2 * a) / (4 * mpmath.pi)) \
+            + 2 * (dz**2 * 4 / 3) / ((mpmath.pi - 2 * a) / (4 * mpmath.pi))
+        return +(1 / (2 * F))
+
+
+def hardmax_weak_recovery(variant: str = "bayes", *, digits: int = 30):
+    """Weak-recovery threshold ``alpha_bar_WR = 1/(2 E||g_out||^2)`` at ``q = 0``, ``V = 1``
+    (aim.md 4.4; ``alpha_bar = n/(d r)``) by the mpmath quadrature path
+    (:meth:`glm.orthant.BivariateOrthantChannel.fisher_at_zero_mp`) at ``digits`` and
+    ``2 digits``.  Returns ``(value string, agreeing digits, |value - closed form|)``."""
+    import mpmath
+
+    digits = validate.integer("digits", digits, low=1)
+    ch = hardmax_channel(variant)
+    vals = []
+    for dps in (digits + 5, 2 * digits + 5):
+        with mpmath.workdps(dps):
+            vals.append(1 / (2 * ch.fisher_at_zero_mp(1, dps=dps)))
+    with mpmath.workdps(2 * digits + 10):
+        diff = abs(vals[0] - vals[1])
+        agree = float(-mpmath.log10(diff / abs(vals[1]))) if diff else math.inf
+        closed = hardmax_weak_recovery_closed_form(variant, dps=2 * digits + 5)
+        return (mpmath.nstr(vals[0], digits), round(min(agree, 2 * digits), 1),
+                float(abs(vals[1] - closed)))

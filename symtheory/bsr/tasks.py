@@ -1,0 +1,247 @@
+"""BSR computations and figures for sweeps and ``symtheory reproduce`` (declarations only).
+
+Thin wrappers over the family's API (:func:`~symtheory.bsr.theory.bo_point`,
+:func:`~symtheory.bsr.gamp.gamp_rie`, :func:`~symtheory.bsr.gd.gradient_descent`, the
+thresholds); the schemas state the domains of bsr.md (notation: ``docs/theory/README.md``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core.tasks import Param, computation, convergence, register_figure
+
+BETA = Param.real(low=0, low_open=True, allow_inf=True, doc="L/d (inf: the beta -> infinity limit)")
+BETA_FINITE = Param.real(low=0, low_open=True, doc="L/d of the simulated instance")
+RHO = Param.real(low=0, low_open=True, doc="r/min(d, L)")
+DELTA = Param.real(low=0, default=0.0, doc="label-noise variance")
+ALPHA = Param.real(low=0, doc="n/(dL)")
+ALPHA_SIM = Param.real(low=0, low_open=True, doc="n/(dL) (the instance has n = round(alpha d L))")
+D = Param.integer(low=2, doc="token dimension d")
+SEED = Param.integer(low=0, doc="seed of the instance (teacher, tokens, noise)")
+
+
+def _check_sizes(p):
+    """The instance must have tokens, a rank and fit in memory (before anything runs)."""
+    from ..core.memory import check_allocation
+    from .data import sizes
+
+    L, r, n = sizes(p["d"], p["beta"], p["rho"], p["alpha"])
+    check_allocation(n * p["d"] * L * 8, f"the design of n={n} sequences of {p['d']}x{L} tokens")
+
+
+# ------------------------------------------------------------------ computations
+@computation("bsr.theory_point", params={"alpha": ALPHA, "beta": BETA, "rho": RHO, "delta": DELTA,
+                                         "precision": Param.integer(low=1, default=None, nullable=True,
+                                                                    doc="digits (mpmath path)")},
+             outputs=("mmse", "q", "alpha_pr", "ridge_mse", "alpha_lr", "mmse_str", "q_str",
+                      "digits_confirmed"))
+def theory_point(alpha, beta, rho, delta, precision):
+    """Bayes-optimal error ``1 - q`` at one ``alpha`` (bsr.md 3, :func:`bsr.bo_point`)."""
+    from .theory import bo_point
+
+    pt = bo_point(alpha, beta, rho, delta, precision=precision)
+    how = "exact (alpha = 0 or perfect recovery)" if pt.iterations == 0 else \
+        "fixed point v = mmse_RIE((delta + v)/alpha) bracketed (bsr.md 3.1)"
+    return {"mmse": pt.mmse, "q": pt.q, "alpha_pr": pt.alpha_pr, "ridge_mse": pt.ridge_mse,
+            "alpha_lr": pt.alpha_lr, "mmse_str": pt.mmse_str, "q_str": pt.q_str,
+            "digits_confirmed": pt.digits_confirmed,
+            "convergence": convergence(converged=pt.converged, iterations=pt.iterations,
+                                       residual=pt.residual, message=how)}
+
+
+@computation("bsr.thresholds", params={"beta": BETA, "rho": RHO},
+             outputs=("alpha_pr", "alpha_mnne"))
+def thresholds(beta, rho):
+    """Perfect-recovery threshold alpha_PR (bsr.md 7) and the nuclear-norm threshold
+    alpha_MNNE (bsr.md 11.2)."""
+    from .baselines import mnne_threshold
+    from .theory import alpha_pr
+
+    return {"alpha_pr": alpha_pr(beta, rho), "alpha_mnne": mnne_threshold(beta, rho),
+            "convergence": convergence(converged=True, message="closed form and bracketed root")}
+
+
+@computation("bsr.gamp", params={
+    "d": D, "beta": BETA_FINITE, "rho": RHO, "alpha": ALPHA_SIM, "delta": DELTA, "seed": SEED,
+    "damping": Param.real(low=0, high=1, high_open=True, default=0.0, doc="weight of the old iterate"),
+    "a_estimator": Param.choice("derivative", "square", default="derivative"),
+    "onsager": Param.choice("empirical", "predicted", default="empirical"),
+    "max_iter": Param.integer(low=1, default=100), "tol": Param.real(low=0, low_open=True, default=1e-8)},
+    outputs=("alpha_actual", "n", "mse", "se_mse", "bo_mse", "ridge_mse", "diverged", "stopped"),
+    check=_check_sizes)
+def gamp_run(d, beta, rho, alpha, delta, seed, damping, a_estimator, onsager, max_iter, tol):
+    """GAMP-RIE on one seeded instance (bsr.md 6): final error, its state evolution, BO."""
+    from .data import generate
+    from .gamp import gamp_rie
+    from .theory import ridge_mse
+
+    data = generate(d, beta, rho, alpha, delta, seed=seed)
+    res = gamp_rie(data, damping=damping, a_estimator=a_estimator, onsager=onsager,
+                   max_iter=max_iter, tol=tol)
+    tr = res.trace
+    return {"alpha_actual": data.alpha, "n": data.n, "mse": res.final_mse,
+            "se_mse": tr["se_variance"][-1] if tr["se_variance"] else math.nan,
+            "bo_mse": tr["bo_mse"][-1] if tr["bo_mse"] else math.nan,
+            "ridge_mse": ridge_mse(data.alpha, delta), "diverged": res.diverged,
+            "stopped": res.stopped,
+            "convergence": convergence(converged=res.converged, iterations=res.iterations,
+                                       residual=tr["change"][-1] if tr["change"] else None,
+                                       message=res.message)}
+
+
+@computation("bsr.gd", params={
+    "d": D, "beta": BETA_FINITE, "rho": RHO, "alpha": ALPHA_SIM, "delta": DELTA, "seed": SEED,
+    "runs": Param.integer(low=1, default=1), "lr": Param.real(low=0, low_open=True),
+    "steps": Param.integer(low=1), "init": Param.choice("prior", "small", default="prior"),
+    "init_scale": Param.real(low=0, low_open=True, default=1e-4),
+    "record_every": Param.integer(low=1, default=100)},
+    outputs=("alpha_actual", "gd_mean", "gd_std", "agd", "bo_mse", "train_mean", "diverged_runs"),
+    check=_check_sizes)
+def gd_run(d, beta, rho, alpha, delta, seed, runs, lr, steps, init, init_scale, record_every):
+    """GD and averaged GD from ``runs`` initializations on one instance (bsr.md 13).
+    A fixed number of steps: ``converged`` does not apply; ``residual`` is the final
+    mean training error."""
+    from .data import generate
+    from .gd import gradient_descent
+    from .theory import bo_point
+
+    data = generate(d, beta, rho, alpha, delta, seed=seed)
+    res = gradient_descent(data, runs=runs, lr=lr, steps=steps, init=init, init_scale=init_scale,
+                           seed=seed + 1, record_every=record_every)
+    fin = res.final_gen_error
+    train = float(np.nanmean(res.train_error[-1])) if not res.diverged.all() else math.nan
+    n_div = int(res.diverged.sum())
+    return {"alpha_actual": data.alpha, "gd_mean": float(np.nanmean(fin)) if n_div < runs else math.nan,
+            "gd_std": float(np.nanstd(fin)) if n_div < runs else math.nan,
+            "agd": res.averaged_error, "bo_mse": bo_point(data.alpha, beta, rho, delta).mmse,
+            "train_mean": train, "diverged_runs": n_div,
+            "convergence": convergence(iterations=int(res.steps[-1]), residual=train,
+                                       message=f"{int(res.steps[-1])} steps, {n_div} of {runs} "
+                                               "runs diverged")}
+
+
+# ------------------------------------------------------------------ figures
+FIG1_RHOS = [0.1, 0.2, 0.5, 1.0, 2.0]
+FIG2_BETAS = [1.0, 2.0, 5.0, math.inf]
+
+
+def _alpha_grid(quick: bool) -> dict:
+    """The reference's grid alpha = 0:0.005:1 (quick: 0:0.1:1, a subset of it)."""
+    return {"linspace": [0.0, 1.0, 11 if quick else 201]}
+
+
+def _fig1_spec(quick: bool) -> dict:
+    return {"name": "bsr.fig1", "run": [{
+        "label": "theory", "computation": "bsr.theory_point", "alpha": _alpha_grid(quick),
+        "beta": 1.0, "rho": FIG1_RHOS, "delta": 0.0}]}
+
+
+def _fig2_spec(quick: bool) -> dict:
+    return {"name": "bsr.fig2", "run": [{
+        "label": "theory", "computation": "bsr.theory_point", "alpha": _alpha_grid(quick),
+        "beta": FIG2_BETAS, "rho": 0.5, "delta": 0.0}]}
+
+
+def _curves(ax, table, by, fmt):
+    """One line of ``mmse`` vs ``alpha`` per value of ``by`` (rows sorted by alpha)."""
+    keys = np.asarray(table.columns[by], dtype=float)
+    alpha, mmse = table["alpha"], table["mmse"]
+    for i, v in enumerate(sorted(set(keys.tolist()))):
+        sel = keys == v
+        order = np.argsort(alpha[sel])
+        ax.plot(alpha[sel][order], mmse[sel][order], color=f"C{i}", label=fmt(v))
+    return keys
+
+
+def _finish(fig, ax, title, path):
+    ax.set_xlabel(r"$\alpha = n/(dL)$")
+    ax.set_ylabel(r"MMSE $1 - q$ on $S^*$")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+
+
+def _render_fig1(tables, folder):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = tables["theory"]
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    _curves(ax, t, "rho", lambda v: rf"$\rho={v:g}$")
+    first = np.asarray(t.columns["rho"], dtype=float) == FIG1_RHOS[0]  # ridge: same for every rho
+    order = np.argsort(t["alpha"][first])
+    ax.plot(t["alpha"][first][order], t["ridge_mse"][first][order], ls="--", color="gray",
+            label=r"ridge ($\lambda = \Delta$)")
+    path = folder / "bsr.fig1.png"
+    _finish(fig, ax, r"BSR Fig. 1: $\beta = 1$, $\Delta = 0$", path)
+    plt.close(fig)
+    return [path]
+
+
+def _render_fig2(tables, folder):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    _curves(ax, tables["theory"], "beta",
+            lambda v: r"$\beta=\infty$" if math.isinf(v) else rf"$\beta={v:g}$")
+    path = folder / "bsr.fig2.png"
+    _finish(fig, ax, r"BSR Fig. 2: $\rho = 0.5$, $\Delta = 0$", path)
+    plt.close(fig)
+    return [path]
+
+
+GAMP_SETTING = {"beta": 1.0, "rho": 0.5, "delta": 0.0}
+
+
+def _gamp_spec(quick: bool) -> dict:
+    return {"name": "bsr.gamp_vs_se", "run": [
+        dict(GAMP_SETTING, label="theory", computation="bsr.theory_point",
+             alpha={"linspace": [0.0, 1.0, 21 if quick else 101]}),
+        dict(GAMP_SETTING, label="gamp", computation="bsr.gamp", d=30 if quick else 100,
+             alpha=[0.2, 0.4, 0.6] if quick else [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7],
+             seed={"range": [0, 1 if quick else 3]})]}
+
+
+def _render_gamp(tables, folder):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    th, gp = tables["theory"], tables["gamp"]
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    order = np.argsort(th["alpha"])
+    ax.plot(th["alpha"][order], th["mmse"][order], color="C0",
+            label="Bayes-optimal = SE fixed point")
+    ok = np.array([s == "ok" for s in gp.columns["status"]])
+    a, mse, se = gp["alpha"][ok], gp["mse"][ok], gp["se_mse"][ok]
+    for i, x in enumerate(sorted(set(a.tolist()))):
+        sel = a == x
+        m = mse[sel]
+        err = m.std(ddof=1) / math.sqrt(m.size) if m.size > 1 else 0.0
+        ax.errorbar([x], [m.mean()], yerr=[err], fmt="o", color="C3", ms=5,
+                    label=f"GAMP-RIE, d = {int(gp['d'][0])}" if i == 0 else None)
+        ax.plot([x], [se[sel].mean()], "x", color="k", label="SE after the same iterations"
+                if i == 0 else None)
+    path = folder / "bsr.gamp_vs_se.png"
+    _finish(fig, ax, r"BSR GAMP-RIE vs state evolution: $\beta=1$, $\rho=0.5$, $\Delta=0$", path)
+    plt.close(fig)
+    return [path]
+
+
+register_figure("bsr.fig1", title="BSR Fig. 1: Bayes-optimal MMSE vs alpha, beta = 1, "
+                "rho in {0.1, 0.2, 0.5, 1, 2}, Delta = 0", spec=_fig1_spec, render=_render_fig1)
+register_figure("bsr.fig2", title="BSR Fig. 2: Bayes-optimal MMSE vs alpha, rho = 0.5, "
+                "beta in {1, 2, 5, inf}, Delta = 0", spec=_fig2_spec, render=_render_fig2)
+register_figure("bsr.gamp_vs_se", title="BSR GAMP-RIE (finite d, seeds) vs its state evolution "
+                "and the Bayes-optimal curve", spec=_gamp_spec, render=_render_gamp)

@@ -1,0 +1,218 @@
+"""Rotation-invariant symmetric matrix priors: denoising law, symmetric RIE and its MMSE.
+
+A family declares the spectral law of a symmetric matrix ``S`` (an
+:class:`~symtheory.core.freeprob.AlgebraicStieltjes` relation for its eigenvalues) and
+gets, derived symbolically and generated into kernels:
+
+* the law of the eigenvalues of the observation ``Y = S + sqrt(D) Z``, ``Z`` a GOE
+  matrix with semicircle on ``[-2, 2]`` (off-diagonal variance ``1/d``), as the free
+  additive convolution with a semicircle (R-transforms add,
+  :func:`freeprob.free_additive_convolution_semicircle`);
+* its support (real roots of the factored discriminant: several bulks are possible),
+  density ``mu = Im G(x - i0)/pi`` and Hilbert transform ``H = Re G(x - i0)``, with the
+  physical branch ``G(x) = int mu(t)/(x - t) dt`` outside the support;
+* the symmetric rotation-invariant estimator (Bun, Allez, Bouchaud & Potters, IEEE TIT
+  62 (2016); aim.md 3.1): ``S_hat = sum_i xi(lambda_i) v_i v_i^T`` with
+  ``xi(x) = x - 2 D H(x)``, the Bayes-optimal posterior mean for rotation-invariant
+  priors;
+* its MMSE per entry, ``mmse(D) = (1/d) E||S_hat - S||_F^2``, from the Nishimori form
+  ``Q0 - int xi^2 mu`` (``Q0 = (1/d) Tr S^2``) reduced by the spectral identities of
+  :mod:`symtheory.core.functionals` to ``D - (4 pi^2/3) D^2 int mu^3`` (aim.md 3.1;
+  both forms are generated, the unreduced one is the test's independent path).
+
+This mirrors :class:`symtheory.glm.priors.RectangularRIE` for symmetric matrices.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import sympy as sp
+
+from ..core import freeprob, functionals
+from ..core.codegen import Kernel
+from ..core.functionals import LinearSpectralFunctional
+from ..core.spectral import AlgebraicSpectralLaw, SpectralAccuracyWarning
+
+#: tightest relative accuracy asked of a spectral integral (a few units of rounding)
+_RTOL_FLOOR = 1e-15
+
+#: symbols of the spectral integrands (x, density, Hilbert transform)
+x, mu, H = sp.symbols("x mu H", real=True)
+
+
+def derive_symmetric_rie(law: freeprob.AlgebraicStieltjes, D: sp.Symbol, params) -> dict:
+    """Symbolic objects of denoising ``S`` (eigenvalue law ``law``) from ``S + sqrt(D) Z``.
+
+    Returns a dict: ``P`` (polynomial ``P(G, z)`` of the observation's Cauchy transform),
+    ``G``, ``z``, ``edges`` (polynomial in ``z`` whose real roots contain the edges),
+    ``prior_moments`` / ``observation_moments`` (``E[t^k]``, ``k = 0..2``, from the
+    large-``z`` expansions), ``xi`` (the RIE map in ``x``, ``H``, ``D``), ``mmse`` (the
+    reduced Nishimori form) and ``integrals`` (its remaining integral symbols).
+    """
+    params = tuple(params)
+    G, z = sp.symbols("G z")
+    obs = freeprob.free_additive_convolution_semicircle(law, D, params=params + (D,))
+    P = _cauchy_form(obs, G, z)
+    P_prior = _cauchy_form(law, G, z)
+    edges = freeprob.edge_polynomial(P, G, z)
+    prior_moments = [sp.factor(m) for m in freeprob.large_z_moments(P_prior, G, z, 2)]
+    obs_moments = [sp.factor(m) for m in freeprob.large_z_moments(P, G, z, 2)]
+    xi = x - 2 * D * H
+    reduced, remaining = functionals.reduce_integral(mu * xi**2, x, mu, H,
+                                                     moments=obs_moments)
+    mmse = sp.expand(prior_moments[2] - reduced)
+    return {"P": P, "G": G, "z": z, "edges": edges, "prior_P": P_prior,
+            "prior_moments": prior_moments, "observation_moments": obs_moments, "xi": xi,
+            "mmse": sp.collect(mmse, list(remaining)), "integrals": remaining,
+            "observation": obs}
+
+
+def _cauchy_form(law: freeprob.AlgebraicStieltjes, G, z):
+    """``law.poly`` in the Cauchy convention ``G = -s``, ``z = u``."""
+    return sp.expand(law.poly.subs({law.s: -G, law.u: z}, simultaneous=True))
+
+
+class SymmetricRIE:
+    """Bayes-optimal denoising of a rotation-invariant symmetric matrix (aim.md 3.1).
+
+    ``derived`` is the output of :func:`derive_symmetric_rie`; ``params`` the prior
+    law's parameter symbols and ``D`` the noise variance symbol.  Numeric calls take
+    ``law_params`` (values of ``params``) and ``D``.
+    """
+
+    def __init__(self, name: str, derived: dict, params, D: sp.Symbol):
+        self.name = name
+        self.params = tuple(params)
+        self.D = D
+        self.derived = derived
+        self.law = AlgebraicSpectralLaw(derived["P"], derived["G"], derived["z"],
+                                        self.params + (D,), derived["edges"], name=f"{name}_obs")
+        self.mmse_functional = LinearSpectralFunctional(self.law, "rie_mmse", derived["mmse"],
+                                                        derived["integrals"], x, mu, H)
+        Q0 = derived["prior_moments"][2]
+        I_direct = sp.Symbol("I[mu*xi^2]")
+        self.nishimori_functional = LinearSpectralFunctional(
+            self.law, "rie_mmse_nishimori", Q0 - I_direct, {I_direct: mu * derived["xi"]**2},
+            x, mu, H)
+        self.moment_kernel = Kernel(f"{name}_prior_moments", self.params,
+                                    list(derived["prior_moments"][1:]),
+                                    doc="mean and second moment of the prior eigenvalue law")
+        xi = derived["xi"]
+        self.xi_kernel = Kernel(f"{name}_rie_xi", (x, H, D), [xi, sp.diff(xi, x), sp.diff(xi, H)],
+                                vector_args=(x, H),
+                                doc="symmetric RIE map xi(x, H) and its partial derivatives")
+
+    def kernels(self):
+        """Every kernel this prior generates (for a :class:`KernelSet` report)."""
+        f, n = self.mmse_functional, self.nishimori_functional
+        return [self.law.coeff_kernel, self.law.edge_kernel, f.value_kernel, f.coeff_kernel,
+                f.integrand_kernel, n.value_kernel, n.coeff_kernel, self.moment_kernel,
+                self.xi_kernel]
+
+    # ------------------------------------------------------------- moments
+    def mean(self, *law_params) -> float:
+        """``(1/d) Tr S`` (first moment of the prior law)."""
+        return float(self.moment_kernel(*law_params)[0])
+
+    def second_moment(self, *law_params) -> float:
+        """``Q0 = (1/d) Tr S^2``."""
+        return float(self.moment_kernel(*law_params)[1])
+
+    # ------------------------------------------------------------- MMSE
+    def _functional(self, law_params, D, form):
+        if form == "auto":
+            # the reduced form cancels ~D/mmse digits, the Nishimori form ~Q0/mmse: take
+            # the better-conditioned one (both are exact; tests check they agree)
+            form = "reduced" if D <= self.second_moment(*law_params) else "nishimori"
+        if form == "reduced":
+            return self.mmse_functional
+        if form == "nishimori":
+            return self.nishimori_functional
+        raise ValueError(f"form must be 'auto', 'reduced' or 'nishimori', got {form!r}")
+
+    def mmse_value(self, law_params, D, *, rtol=1e-11, form="auto"):
+        """Denoising MMSE per entry at noise ``D`` with its propagated error estimate (a
+        ``FunctionalValue``).  ``form``: ``reduced`` = ``D - (4 pi^2/3) D^2 int mu^3``,
+        ``nishimori`` = ``Q0 - int xi^2 mu`` (aim.md 3.1), ``auto`` = the better
+        conditioned of the two (reduced for ``D <= Q0``)."""
+        fun = self._functional(law_params, D, form)
+        params = tuple(law_params) + (D,)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SpectralAccuracyWarning)
+            val = fun.evaluate(params, rtol=rtol)
+        if val.converged:
+            return val
+        # both forms cancel when mmse << D and mmse << Q0 (small noise against a large
+        # spread, or a few large spikes): refine the integrals by the missing factor
+        # (tanh-sinh converges double exponentially: one or two more levels)
+        tighter = max(rtol * rtol * abs(val.value) / max(val.error, 1e-300), _RTOL_FLOOR)
+        return fun.evaluate(params, rtol=tighter)
+
+    def mmse(self, law_params, D, *, rtol=1e-11, form="auto") -> float:
+        """``mmse(D)`` (aim.md 3.1); see :meth:`mmse_value`."""
+        return self.mmse_value(law_params, D, rtol=rtol, form=form).value
+
+    def mmse_mp(self, law_params, D, *, dps=30, form="auto"):
+        """:meth:`mmse` in mpmath at ``dps`` digits (tanh-sinh, polyroots): the
+        independent high-precision path.  Parameters may be ``mpf``."""
+        fun = self._functional([float(p) for p in law_params], float(D), form)
+        return fun.evaluate_mp(tuple(law_params) + (D,), dps=dps)
+
+    # ------------------------------------------------------------- the law of Y
+    def support(self, law_params, D):
+        return self.law.support(*law_params, D)
+
+    def density(self, xs, law_params, D) -> np.ndarray:
+        return self.law.density(xs, *law_params, D)
+
+    def stieltjes(self, xs, law_params, D) -> np.ndarray:
+        """``G(x - i0)``: density branch inside the support, the physical real branch
+        ``int mu(t)/(x - t) dt`` outside it."""
+        return self.law.stieltjes(xs, *law_params, D)
+
+    def hilbert(self, xs, law_params, D) -> np.ndarray:
+        return self.law.hilbert(xs, *law_params, D)
+
+    # ------------------------------------------------------------- the denoiser
+    def eigenvalue_map(self, lam, law_params, D, *, derivative: bool = False):
+        """``xi(lambda) = lambda - 2 D H(lambda)`` on eigenvalues (any real values; outside
+        the limiting support ``H`` is the physical branch), and optionally
+        ``xi'(lambda) = d xi/dx + d xi/dH H'(lambda)`` (``H' = Re G'`` by implicit
+        differentiation of the law's polynomial)."""
+        lam = np.asarray(lam, dtype=float)
+        params = tuple(law_params) + (D,)
+        sup = self.law.support(*params)
+        G = self.law.stieltjes(lam, *params, support=sup)
+        out = self.xi_kernel.vec(lam, G.real, float(D))
+        if not derivative:
+            return out[:, 0]
+        Hp = self.law.stieltjes_derivative(lam, *params, G=G).real
+        return out[:, 0], out[:, 1] + out[:, 2] * Hp
+
+    def divergence(self, R, law_params, D) -> float:
+        """Symmetric-matrix divergence ``sum_{i <= j} d S_hat_ij/d R_ij`` of the RIE
+        (derivatives along the free coordinates of a symmetric matrix, ``R_ij = R_ji``
+        moved together), by the Daleckii-Krein formula:
+
+            sum_i xi'(lambda_i) + sum_{i < j} (xi(lambda_i) - xi(lambda_j))/(lambda_i - lambda_j)
+
+        (the GAMP-RIE Onsager coefficient, aim.md 5: ``V = 2 D div/d^2`` in units where
+        ``R = S + sqrt(D) Z``).  Nearly equal eigenvalue pairs use ``xi'`` at their mean."""
+        R = np.asarray(R, dtype=float)
+        lam = np.linalg.eigvalsh(0.5 * (R + R.T))
+        f, fp = self.eigenvalue_map(lam, law_params, D, derivative=True)
+        dl = lam[:, None] - lam[None, :]
+        df = f[:, None] - f[None, :]
+        close = np.abs(dl) < 1e-9 * max(1.0, float(np.max(np.abs(lam))))
+        mean_fp = 0.5 * (fp[:, None] + fp[None, :])
+        ratio = np.where(close, mean_fp, df / np.where(close, 1.0, dl))
+        iu = np.triu_indices(len(lam), 1)
+        return float(np.sum(fp) + np.sum(ratio[iu]))
+
+    def denoise(self, R, law_params, D) -> np.ndarray:
+        """``S_hat = V diag(xi(lambda)) V^T`` for a symmetric observation ``R = S +
+        sqrt(D) Z`` whose eigenvalues follow the observation law."""
+        R = np.asarray(R, dtype=float)
+        lam, V = np.linalg.eigh(0.5 * (R + R.T))
+        return (V * self.eigenvalue_map(lam, law_params, D)) @ V.T

@@ -1,0 +1,458 @@
+"""The on-disk cache: self-healing entries, read-only caches, ``cache info|clear``,
+derivation keys and logging of lazily compiled dispatchers.
+
+Kernels here are tiny (compiled in about a second) and every test has its own cache
+directory.  Read-only directories are simulated for real where possible: as root,
+``chmod`` alone does not stop writes, so the subprocess drops CAP_DAC_OVERRIDE and
+CAP_DAC_READ_SEARCH (``setpriv --bounding-set``) and the permission bits apply.
+"""
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import uuid
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from symtheory.core import cache, codegen, derive
+from symtheory.core.cache import CacheError, CacheWarning
+from symtheory.core.codegen import Kernel, LazyDispatcher
+
+ROOT = Path(__file__).resolve().parent.parent
+x, a = sp.symbols("x a")
+
+DRIVER = '''
+@numba.njit(cache=True)
+def {name}_sum(xs, {params}):
+    out = numpy.empty((xs.shape[0], 2))
+    {name}_vec(xs, {params}, out)
+    return out.sum()
+'''
+XS = np.linspace(0.0, 1.0, 5)
+
+
+def tiny(name):
+    """A kernel ``(a sin x, x^2)`` with a vectorized companion and a lazy driver."""
+    return Kernel(name, [x, a], [a * sp.sin(x), x**2], vector_args=[x], extra_source=DRIVER)
+
+
+def expected(xv, av):
+    return np.array([av * np.sin(xv), xv**2])
+
+
+def fresh(name):
+    """The same kernel as a new process would see it (module dropped from sys.modules)."""
+    k = tiny(name)
+    sys.modules.pop(k.module_name, None)
+    return k
+
+
+def unique(prefix):
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def cache_root(tmp_path, monkeypatch):
+    root = tmp_path / "cache"
+    monkeypatch.setenv(cache.ENV_VAR, str(root))
+    return root
+
+
+def cache_warnings(record):
+    return [w for w in record if issubclass(w.category, CacheWarning)]
+
+
+def pycache_files(root, k, pattern="*"):
+    return sorted((root / "kernels" / "__pycache__").glob(f"{k.module_name}.{pattern}"))
+
+
+# ------------------------------------------------------------------ corruption
+def _truncate(p):
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+
+
+def _empty(p):
+    p.write_bytes(b"")
+
+
+def _flip(p):
+    b = bytearray(p.read_bytes())
+    b[len(b) // 5] ^= 0xFF
+    p.write_bytes(bytes(b))
+
+
+def _zero(p):
+    p.write_bytes(bytes(p.stat().st_size))
+
+
+CORRUPTIONS = {
+    # file of the kernel (glob relative to the kernel dir), damage, expected in warning
+    "truncated .py": ("{mod}.py", _truncate, ".py ("),
+    "emptied .py": ("{mod}.py", _empty, "0 bytes"),
+    "truncated .nbi": ("__pycache__/{mod}.{name}-*.nbi", _truncate, "UnpicklingError"),
+    "emptied .nbi": ("__pycache__/{mod}.{name}-*.nbi", _empty, "EOFError"),
+    "zeroed .nbc": ("__pycache__/{mod}.{name}-*.nbc", _zero, "checksum mismatch"),
+    # a flipped byte inside the machine code can segfault: caught before loading
+    "flipped .nbc": ("__pycache__/{mod}.{name}_vec-*.nbc", _flip, "checksum mismatch"),
+    "driver .nbc": ("__pycache__/{mod}.{name}_sum-*.nbc", _flip, "checksum mismatch"),
+    "driver .nbi": ("__pycache__/{mod}.{name}_sum-*.nbi", _truncate, "UnpicklingError"),
+}
+
+
+@pytest.mark.parametrize("case", list(CORRUPTIONS))
+def test_damaged_entry_is_rebuilt_with_one_warning(cache_root, case):
+    pattern, damage, message = CORRUPTIONS[case]
+    name = unique("tc_heal")
+    k = tiny(name)
+    np.testing.assert_allclose(k(0.3, 2.0), expected(0.3, 2.0))
+    assert k.extra("{name}_sum")(XS, 2.0) == pytest.approx(expected(XS, 2.0).sum())
+    [target] = (cache_root / "kernels").glob(pattern.format(mod=k.module_name, name=name))
+    damage(target)
+
+    k2 = fresh(name)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        np.testing.assert_allclose(k2(0.3, 2.0), expected(0.3, 2.0))
+        assert k2.extra("{name}_sum")(XS, 2.0) == pytest.approx(expected(XS, 2.0).sum())
+    [w] = cache_warnings(record)
+    assert message in str(w.message) and "rebuilt damaged cache entries" in str(w.message)
+    assert str(cache_root / "kernels") in str(w.message)
+    # the repaired module file is exactly the source again
+    assert (cache_root / "kernels" / f"{k.module_name}.py").read_text() == k.source
+    if case.endswith(".py"):
+        assert k2.status == "loaded"  # Numba's entries were kept: stamped by source hash
+
+    # and the next "process" loads everything without a word
+    k3 = fresh(name)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        k3(0.3, 2.0)
+        k3.extra("{name}_sum")(XS, 2.0)
+    assert not cache_warnings(record)
+    assert k3.status == "loaded"
+    assert codegen.LOADED[f"{k3.module_name}.{name}_sum"].status == "loaded"
+
+
+def test_damaged_data_without_checksums_is_caught_on_load(cache_root):
+    """Entries from before checksums existed: the unpickling error triggers the repair."""
+    name = unique("tc_nosum")
+    k = tiny(name)
+    k(0.3, 2.0)
+    for p in pycache_files(cache_root, k, "nbc-sha256.json"):
+        p.unlink()
+    [nbc] = pycache_files(cache_root, k, f"{name}-*.nbc")
+    _truncate(nbc)
+    k2 = fresh(name)
+    with pytest.warns(CacheWarning, match="UnpicklingError"):
+        np.testing.assert_allclose(k2(0.5, 1.0), expected(0.5, 1.0))
+    assert k2.status == "compiled"
+
+
+def test_genuine_errors_are_not_swallowed(cache_root):
+    """A kernel that fails for a reason other than its cache raises, unchanged."""
+    k = Kernel(unique("tc_bad"), [x], [x], extra_source="raise ValueError('not the cache')\n")
+    with pytest.raises(ValueError, match="not the cache"):
+        k(1.0)
+
+
+# ------------------------------------------------------------ lazy dispatchers
+def test_lazy_driver_logs_compiled_then_loaded_in_a_second_process(cache_root):
+    script = textwrap.dedent(f"""
+        import logging, sys
+        import numpy as np, sympy as sp
+        logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s: %(message)s")
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_cache import tiny, XS
+        from symtheory.core.codegen import loaded_kernels
+        k = tiny("tc_lazy")
+        k.extra("{{name}}_sum")(XS, 2.0)
+        print("STATUS", {{r.name: r.status for r in loaded_kernels()}})
+    """)
+    runs = [_run(script, cache_root) for _ in range(2)]
+    for run, status in zip(runs, ("compiled", "loaded")):
+        assert f"kernel tc_lazy {status} in" in run.stdout
+        assert f".tc_lazy_sum {status} in" in run.stdout  # the lazy driver, with its time
+        assert f"'tc_lazy_sum': '{status}'" in run.stdout
+
+
+def test_extra_returns_the_raw_dispatcher_after_the_first_call(cache_root):
+    k = tiny(unique("tc_fast"))
+    first = k.extra("{name}_sum")
+    assert isinstance(first, LazyDispatcher)
+    first(XS, 1.0)
+    second = k.extra("{name}_sum")
+    assert second is first.dispatcher  # no wrapper on the hot path
+
+
+def test_jit_module_logs_lazy_helpers(tmp_path, caplog):
+    """Module-level helpers (like symtheory.core._spectral_nb) get the same treatment."""
+    src = tmp_path / f"{unique('tc_helpers')}.py"
+    src.write_text("import numba\n\n\n@numba.njit(cache=True)\ndef twice(v):\n    return 2 * v\n"
+                   "\n\nSCALE = 3\n")
+    spec = importlib.util.spec_from_file_location(src.stem, src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    nb = codegen.JitModule(mod)
+    assert nb.SCALE == 3
+    with caplog.at_level(logging.INFO, logger="symtheory.kernels"):
+        assert nb.twice(2.5) == 5.0
+    assert f"jit {src.stem}.twice compiled in" in caplog.text
+    assert codegen.LOADED[f"{src.stem}.twice"].status == "compiled"
+    assert nb.twice is mod.twice  # raw dispatcher from now on
+
+
+# ----------------------------------------------------------- read-only caches
+def test_readonly_warm_cache_is_loaded_from_a_temporary_copy(cache_root, monkeypatch):
+    name = unique("tc_ro")
+    k = tiny(name)
+    k(0.3, 2.0)
+    k.extra("{name}_sum")(XS, 2.0)
+    before = sorted(p.relative_to(cache_root) for p in cache_root.rglob("*"))
+    cache._WORKSPACES.clear()
+    monkeypatch.setattr(cache, "_writable", lambda path: False)
+
+    k2 = fresh(name)
+    with pytest.warns(CacheWarning, match="cannot be written") as record:
+        np.testing.assert_allclose(k2(0.3, 2.0), expected(0.3, 2.0))
+    msg = str(record[0].message)
+    assert str(cache_root) in msg and cache.workspace().is_temporary
+    assert str(cache.workspace().root) in msg
+    assert k2.status == "loaded"
+    assert k2.extra("{name}_sum")(XS, 2.0) == pytest.approx(expected(XS, 2.0).sum())
+    assert codegen.LOADED[f"{k2.module_name}.{name}_sum"].status == "loaded"
+    assert sorted(p.relative_to(cache_root) for p in cache_root.rglob("*")) == before
+    assert "temporary" in cache.cache_info()
+
+
+def test_unwritable_fallback_is_a_clear_error(cache_root, monkeypatch):
+    def no_temp():
+        raise PermissionError(13, "Permission denied", "/nowhere")
+
+    monkeypatch.setattr(cache, "_writable", lambda path: False)
+    monkeypatch.setattr(cache, "_make_temp_dir", no_temp)
+    with pytest.raises(CacheError, match=f"{cache_root}.*no temporary directory.*{cache.ENV_VAR}"):
+        tiny(unique("tc_nowhere"))(0.1, 1.0)
+
+
+def _readonly_prefix():
+    """Command prefix under which permission bits bind this process, or skip."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: cannot make a directory read-only")
+    prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
+    probe = subprocess.run(prefix + ["true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"setpriv cannot drop capabilities here: {probe.stderr.decode()[:200]}")
+    return prefix
+
+
+def _run(script, root, prefix=(), args=None):
+    env = {"SYMTHEORY_CACHE_DIR": str(root), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+           "PYTHONPATH": str(ROOT), "HOME": os.environ.get("HOME", "/tmp")}
+    cmd = [*prefix, sys.executable] + (["-c", script] if args is None else args)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _make_readonly(path):
+    for p in [path, *path.rglob("*")]:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+
+
+def _make_writable(path):
+    for p in [path, *path.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+RO_SCRIPT = textwrap.dedent(f"""
+    import sys, warnings
+    sys.path.insert(0, {str(Path(__file__).parent)!r})
+    warnings.simplefilter("always")
+    from test_cache import tiny, XS
+    from symtheory.core.codegen import LOADED
+    k = tiny("tc_real_ro")
+    v = k(0.3, 2.0)
+    s = k.extra("{{name}}_sum")(XS, 2.0)
+    print("RESULT", k.status, LOADED[k.module_name + ".tc_real_ro_sum"].status, v, s)
+""")
+
+
+def test_real_readonly_cache(cache_root):
+    prefix = _readonly_prefix()
+    warm = _run(RO_SCRIPT, cache_root)
+    assert "RESULT compiled" in warm.stdout, warm.stderr
+    _make_readonly(cache_root)
+    try:
+        before = sorted(cache_root.rglob("*"))
+        ro = _run(RO_SCRIPT, cache_root, prefix)
+        assert ro.returncode == 0, ro.stderr
+        assert "RESULT loaded loaded" in ro.stdout  # no recompilation
+        assert ro.stderr.count("CacheWarning") == 1 and "cannot be written" in ro.stderr
+        assert sorted(cache_root.rglob("*")) == before
+
+        info = _run(None, cache_root, prefix, ["-m", "symtheory.cli", "cache", "info"])
+        assert info.returncode == 0 and json.loads(info.stdout)["writable"] is False
+        assert "not writable" in info.stderr and "Traceback" not in info.stderr
+        clear = _run(None, cache_root, prefix, ["-m", "symtheory.cli", "cache", "clear"])
+        assert clear.returncode == 2 and "Traceback" not in clear.stderr
+        assert "could not be removed" in clear.stderr and cache.ENV_VAR in clear.stderr
+        assert sorted(cache_root.rglob("*")) == before
+    finally:
+        _make_writable(cache_root)
+
+
+def test_real_readonly_empty_or_missing_cache_works_with_a_warning(tmp_path):
+    prefix = _readonly_prefix()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _make_readonly(tmp_path)
+    try:
+        for root in (empty, empty / "missing"):
+            run = _run(RO_SCRIPT, root, prefix)
+            assert run.returncode == 0, run.stderr
+            assert "RESULT compiled compiled" in run.stdout
+            assert run.stderr.count("CacheWarning") == 1 and str(root) in run.stderr
+        assert list(empty.iterdir()) == []
+    finally:
+        _make_writable(tmp_path)
+
+
+# -------------------------------------------------------- cache info / clear
+def _cli(args, capsys):
+    from symtheory.cli import main
+
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_info_and_clear_on_a_missing_path_create_nothing(cache_root, capsys):
+    code, out, _ = _cli(["cache", "info"], capsys)
+    assert code == 0 and json.loads(out)["exists"] is False
+    code, out, _ = _cli(["cache", "clear"], capsys)
+    assert code == 0 and "removed 0 files" in out
+    assert not cache_root.exists()
+
+
+def test_info_and_clear_on_a_file(cache_root, capsys):
+    cache_root.write_text("not a cache")
+    code, out, err = _cli(["cache", "info"], capsys)
+    assert code == 0 and "not a directory" in json.loads(out)["problem"]
+    assert "not a directory" in err
+    code, out, err = _cli(["cache", "clear"], capsys)
+    assert code == 2 and "not a directory" in err and cache.ENV_VAR in err
+    assert cache_root.read_text() == "not a cache"
+
+
+def test_info_under_a_file_and_when_readonly(cache_root, capsys, monkeypatch):
+    monkeypatch.setenv(cache.ENV_VAR, str(cache_root / "below"))
+    cache_root.write_text("x")
+    code, out, _ = _cli(["cache", "info"], capsys)
+    assert code == 0 and json.loads(out)["exists"] is False
+
+    cache_root.unlink()
+    monkeypatch.setenv(cache.ENV_VAR, str(cache_root))
+    (cache_root / "kernels").mkdir(parents=True)
+    (cache_root / "kernels" / "k.py").write_text("# k\n")
+    monkeypatch.setattr(cache, "_writable", lambda path: False)
+    code, out, err = _cli(["cache", "info"], capsys)
+    info = json.loads(out)
+    assert code == 0 and info["writable"] is False and info["kernels"]["files"] == 1
+    assert info["derivations"] == {"files": 0, "bytes": 0}
+    assert "not writable" in err
+    assert not (cache_root / "derivations").exists()
+
+
+def test_clear_removes_everything_and_counts(cache_root, capsys):
+    k = tiny(unique("tc_clear"))
+    k(0.1, 1.0)
+    n = sum(1 for p in cache_root.rglob("*") if p.is_file())
+    code, out, _ = _cli(["cache", "clear"], capsys)
+    assert code == 0 and f"removed {n} files" in out
+    assert not any(p.is_file() for p in cache_root.rglob("*"))
+    # this process keeps working after the clear
+    np.testing.assert_allclose(tiny(unique("tc_clear"))(0.1, 1.0), expected(0.1, 1.0))
+
+
+# ------------------------------------------------------------- derivations
+calls = []
+
+
+def _square(n):
+    calls.append(n)
+    return sp.Symbol("t") ** n
+
+
+def test_derivation_cache_is_keyed_by_package_sources(cache_root, monkeypatch):
+    calls.clear()
+    f = derive.cached_derivation(derive)(_square)  # the old call form still works
+    assert f(3) == sp.Symbol("t") ** 3 and f(3) == f(3) and calls == [3]
+    assert derive.cached_derivation()(_square)(3) == f(3) and calls == [3]  # from disk
+    assert derive.cached_derivation(_square)(3) == f(3) and calls == [3]    # bare form
+    # editing any package file changes the digest, which invalidates the entry
+    monkeypatch.setattr(derive, "package_digest", lambda: "edited")
+    assert derive.cached_derivation()(_square)(3) == f(3) and calls == [3, 3]
+
+
+def test_tree_digest_sees_every_source_file(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "deep.py").write_text("X = 1\n")
+    (pkg / "data.txt").write_text("ignored")
+    d0 = derive.tree_digest(pkg)
+    (pkg / "data.txt").write_text("still ignored")
+    assert derive.tree_digest(pkg) == d0
+    (pkg / "sub" / "deep.py").write_text("X = 2\n")
+    d1 = derive.tree_digest(pkg)
+    assert d1 != d0
+    (pkg / "sub" / "new.py").write_text("")
+    assert derive.tree_digest(pkg) != d1
+    assert derive.package_digest() == derive.package_digest()  # computed once
+
+
+def test_damaged_derivation_is_rederived(cache_root):
+    calls.clear()
+    derive.cached_derivation()(_square)(4)
+    [entry] = (cache_root / "derivations").glob("_square_*.pkl")
+    _flip(entry)
+    with pytest.warns(CacheWarning, match="damaged derivation cache"):
+        assert derive.cached_derivation()(_square)(4) == sp.Symbol("t") ** 4
+    assert calls == [4, 4]
+    assert derive.cached_derivation()(_square)(4) == sp.Symbol("t") ** 4 and calls == [4, 4]
+
+
+def test_numba_fallback_location_is_not_silent(tmp_path, monkeypatch):
+    """If Numba had to cache a function in its user-wide fallback, say so once."""
+    src = tmp_path / f"{unique('tc_where')}.py"
+    src.write_text("import numba\n\n\n@numba.njit(cache=True)\ndef inc(v):\n    return v + 1\n")
+    spec = importlib.util.spec_from_file_location(src.stem, src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # simulate the mismatch: Numba uses <tmp>/__pycache__, we pretend to expect another dir
+    expected_dir = tmp_path / "expected"
+    monkeypatch.setattr(codegen, "_numba_cache_path", lambda py_file: expected_dir)
+    with pytest.warns(CacheWarning, match=f"in {tmp_path / '__pycache__'} because {expected_dir}"):
+        assert codegen.JitModule(mod).inc(1) == 2
+
+
+def test_dispatcher_without_disk_cache_is_logged_too(caplog):
+    import numba
+
+    @numba.njit
+    def plus_one(v):
+        return v + 1
+
+    with caplog.at_level(logging.INFO, logger="symtheory.kernels"):
+        assert codegen.logged_dispatcher(plus_one)(1) == 2
+    assert "plus_one compiled in" in caplog.text and "not cached on disk" in caplog.text
+    assert codegen.logged_dispatcher(plus_one) is plus_one
