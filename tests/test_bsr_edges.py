@@ -13,7 +13,7 @@ import mpmath
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from symtheory import bsr
@@ -128,6 +128,9 @@ def test_ridge_is_finite_and_matches_mpmath(log_alpha, log1p_delta):
     assert got == pytest.approx(float(ref), rel=1e-14, abs=1e-320)
 
 
+@example(9.0, 300.0)    # D rho overflowed: the y quadratic's coefficients were inf, mmse 0
+@example(13.0, 0.01)    # just past the switch to the 1/D form
+@example(-13.0, 300.0)
 @given(st.floats(-13, 13), st.floats(-300, 300))
 def test_beta_infinity_mmse_is_stable(log_rho, log_D):
     rho, Dv = 10.0**log_rho, 10.0**log_D
@@ -322,9 +325,11 @@ def _check(p, beta, rho, delta, alpha):
         assert abs(v - lr) <= tol + 100 * rho_c
         return "closed form low rank, neglected term bounded"
     if delta > 0 and D <= 1e-13:
-        # alpha -> inf: v = alpha_PR (Delta + v)/alpha (1 + O(D)) (bsr.md 3.4)
-        apr = bsr.alpha_pr(beta, rho)
-        assert abs(v - apr * delta / (alpha - apr)) <= tol + 1e3 * D * v
+        # alpha -> inf: v = alpha_PR (Delta + v)/alpha (1 + O(D)) (bsr.md 3.4), multiplied
+        # out (alpha may equal alpha_PR in floats when Delta is subnormal)
+        with mpmath.workdps(40):
+            apr, a, dl, vm = (mpmath.mpf(x) for x in (bsr.alpha_pr(beta, rho), alpha, delta, v))
+            assert abs(vm * a - apr * (dl + vm)) <= 1e3 * D * apr * (dl + vm) + tol * (a + apr)
         return "closed form alpha_PR Delta/alpha, neglected term bounded"
     if beta_c <= 1e10 and 1e-9 <= rho_c <= 10 and 1e-9 <= D <= 1e6:
         if _mp_sign_check(beta, rho, delta, alpha, v, tol):

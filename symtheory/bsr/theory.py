@@ -156,6 +156,9 @@ class BSRTheory:
         self.mmse_inf_quadratic = k(Kernel(
             "bsr_beta_inf_y_quadratic", (M.rho, M.D), list(binf["y_quadratic"]),
             doc="quadratic for y = E[kappa/(kappa + D)] (mmse_inf = D y, smaller root)"))
+        self.mmse_inf_large_D = k(Kernel(
+            "bsr_beta_inf_mmse_large_D", (M.rho, binf["eps"]), list(binf["mmse_quadratic_large_D"]),
+            doc="quadratic for mmse_inf in eps = 1/D (smaller root; D > 1, no overflow)"))
         shifted = binf["y_shifted"]
         self.mmse_inf_shifted = {
             "one": k(Kernel("bsr_beta_inf_y_minus_one", (M.rho, M.D), list(shifted[sp.Integer(1)]),
@@ -205,9 +208,12 @@ class BSRTheory:
     def mmse_beta_inf(self, rho, D) -> float:
         """``E[D kappa/(kappa + D)]`` (bsr.md 9) as ``D y``, ``y`` the smaller root of
         its quadratic; for ``rho D`` small, ``y = min(1, rho) + u`` from the shifted
-        quadratic (``y -> min(1, rho)`` as ``D -> 0``)."""
+        quadratic (``y -> min(1, rho)`` as ``D -> 0``); for ``D > 1`` the quadratic for
+        ``D y`` itself in ``1/D``, whose coefficients stay O(1) where ``D rho`` overflows."""
         if D == 0:
             return 0.0
+        if D > 1:
+            return quadratic_roots(*self.mmse_inf_large_D(rho, 1.0 / D))[0]
         if rho * D >= 1e-2:
             return D * quadratic_roots(*self.mmse_inf_quadratic(rho, D))[0]
         y0, key = (1.0, "one") if rho >= 1 else (rho, "rho")
