@@ -152,6 +152,7 @@ class StateEvolution:
         self.evaluations = 0
         self.psd_projections = 0
         self.channel_error = None     # largest estimated error of the last posterior pass
+        self.estimate_channel_error = True   # off while solve() iterates (cost of the check)
         self.features = None
         if noise_variance is None and model.reduction is not None:
             from ..core.quadrature import TensorRule
@@ -209,6 +210,9 @@ class StateEvolution:
         if not include_jacobian:
             lw = np.zeros_like(lw)
         fine = rp.posterior(Ebr, lw, valid, omega, V, self.feature_rule)
+        if not self.estimate_channel_error:
+            self.channel_error = None
+            return fine[0], fine[1], fine[2], omega, V
         coarse = rp.posterior(Ebr, lw, valid, omega, V, self.feature_rule.coarsened())
         sd = np.sqrt(np.repeat(np.diag(V), self.model.M))
         n = len(Z)
@@ -358,15 +362,32 @@ class StateEvolution:
             next(bar_iter, None)
             trace.append({"iteration": len(trace) + 1, "Q": self._from_free(q), "residual": res})
 
+        def iterate(q0, maxiter):
+            return fixed_point(lambda q: self._to_free(self.step(self._from_free(q))),
+                               q0, damping=damping, adaptive=False, tol=tol,
+                               maxiter=maxiter, domain=lambda q: self._in_domain(self._from_free(q)),
+                               newton_below=newton_below, jacobian_directions=self._directions(),
+                               stability=True, kick=kick, max_kicks=max_kicks,
+                               orientation=lambda v: float(np.sum(v[diag])), callback=record,
+                               name=f"state evolution at alpha={self.alpha:g}", warn=False)
+
         self.psd_projections = 0
-        fp = fixed_point(lambda q: self._to_free(self.step(self._from_free(q))),
-                         self._to_free(Q), damping=damping, adaptive=False, tol=tol,
-                         maxiter=max_iter, domain=lambda q: self._in_domain(self._from_free(q)),
-                         newton_below=newton_below, jacobian_directions=self._directions(),
-                         stability=True, kick=kick, max_kicks=max_kicks,
-                         orientation=lambda v: float(np.sum(v[diag])), callback=record,
-                         name=f"state evolution at alpha={self.alpha:g}", warn=False)
+        self.estimate_channel_error = False
+        q0, done = self._to_free(Q), 0
+        rule = getattr(self, "feature_rule", None)
+        if rule is not None and rule.coarsened().n >= 8:
+            # the way to the fixed point on the rule with half the nodes per axis (a
+            # quarter of the cost); the fixed point itself on the requested rule, from there
+            self.feature_rule = rule.coarsened()
+            try:
+                first = iterate(q0, max_iter)
+            finally:
+                self.feature_rule = rule
+            q0, done = first.value, first.iterations
+        fp = iterate(q0, max(1, max_iter - done))
+        fp.iterations += done
         Q = self._from_free(fp.value)
+        self.estimate_channel_error = True
         Qhat, se, gap = self.qhat(Q)
         channel_error = self.channel_error
         Q_se = self._fixed_point_stderr(Q, se) if stderr else np.full((P, P), np.nan)
