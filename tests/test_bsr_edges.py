@@ -216,6 +216,14 @@ def test_reported_failures_are_fixed():
     assert bsr.ridge_mse(1e308, 0.1) == pytest.approx(0.1 / 1e308, rel=1e-12)
 
 
+def test_delta_lost_in_rounding_is_not_certified():
+    """alpha = alpha_PR = 1 (beta = inf, rho = 1), Delta = 1.2e-122: the root is
+    Delta^(2/3) ~ 5e-82 but Delta + v rounds to v for v > 1e-106, so float64 cannot
+    resolve it; it was reported converged at the ridge value 1.1e-61."""
+    p = bsr.bo_point(1.0, math.inf, 1.0, 1.2129808558285608e-122)
+    assert not p.converged and p.mmse <= 1.2e-61 and p.mmse + p.mmse_error >= 5e-82
+
+
 def test_alpha_pr_tolerance_is_relative():
     """It was absolute (1e-12), so alpha = 3.3e-14 < alpha_PR = 1.5e-13 gave mmse 0."""
     apr = bsr.alpha_pr(2.0, 1e-13)

@@ -560,16 +560,25 @@ def _genie_solution(alpha, rho, delta, v_hi):
     def g(v):
         return th.mmse_beta_inf(rho, (delta + v) / alpha) - v
 
-    if v_hi <= 0 or g(v_hi) >= 0:
+    def g_sure(v):
+        # g minus its rounding error: the value and v cancel (8 eps (v + mmse)), and D is
+        # rounded (2 eps D; mmse is concave in D, E[D kappa/(kappa + D)], so its slope is
+        # <= mmse/D: 4 eps mmse).  Delta below eps v is lost from D entirely.
+        gv = g(v)
+        return gv - 12 * EPS * (v + gv + v)
+
+    if v_hi <= 0 or g_sure(v_hi) >= 0:
         return max(v_hi, 0.0)
-    lo = 0.0 if g(0.0) > 0 else _first_positive(g, v_hi)
+    if g(v_hi) >= 0:       # the sign at v_hi is within rounding: no certified bracket
+        return 0.0
+    lo = 0.0 if g(0.0) > 0 else _first_positive(g_sure, v_hi)
     if lo is None:
         return 0.0
     root = brentq(g, lo, v_hi, xtol=TINY, rtol=4 * EPS, maxiter=500)
     # the closed-form map is exact up to rounding, its root up to rounding / slope:
-    # step below it until the sign confirms a lower bound
+    # step below it until the sign, beyond its rounding error, confirms a lower bound
     for shrink in (16 * EPS, 1e-13, 1e-11, 1e-9, 1e-7):
-        if g(root * (1 - shrink)) > 0:
+        if g_sure(root * (1 - shrink)) > 0:
             return root * (1 - shrink)
     return lo
 
@@ -593,7 +602,15 @@ def solve_overlap(alpha, beta, rho, delta=0.0, *, rtol=MMSE_RTOL) -> OverlapSolu
     def ev(v) -> MMSEEstimate:
         D = (delta + v) / alpha
         if D not in cache:
-            cache[D] = MMSEEstimate(0.0, 0.0, "exact") if D == 0 else _estimate(beta_c, rho_c, D)
+            if D == 0:
+                cache[D] = MMSEEstimate(0.0, 0.0, "exact")
+            else:
+                # D itself is rounded (relative 2 eps: Delta + v, then / alpha; Delta below
+                # eps v is lost entirely); mmse is increasing and concave in D (at beta = inf
+                # a mean of D kappa/(kappa + D)), slope <= mmse/D: 4 eps mmse on the value
+                e = _estimate(beta_c, rho_c, D)
+                cache[D] = MMSEEstimate(e.value, e.error + 4 * EPS * abs(e.value), e.method,
+                                        e.note)
         return cache[D]
 
     def f(v):
