@@ -194,11 +194,19 @@ def beta_infinity():
     y_roots0 = sp.solve(y_relation.subs(D, 0), y)
     shifted = {r0: quadratic_coefficients(sp.expand(y_relation.subs(y, r0 + y)), y)
                for r0 in y_roots0}
+    # as D -> inf the coefficients grow like D rho (overflow at D rho ~ 1e308) while
+    # the MMSE itself tends to 1: the quadratic for mmse_inf = D y in eps = 1/D keeps
+    # every coefficient O(1) (its physical root is again the smaller one)
+    mmse_sym, eps = sp.symbols("m eps", positive=True)
+    large_D_relation = sp.numer(sp.together(y_relation.subs({y: mmse_sym * eps, D: 1 / eps})))
+    common = sp.gcd_list(sp.Poly(large_D_relation, mmse_sym).all_coeffs())
+    large_D = quadratic_coefficients(sp.cancel(large_D_relation / common), mmse_sym)
     # noiseless fixed point v = mmse_inf(v/alpha)
     sols = sp.solve(sp.Eq(v, mmse_inf.subs(D, v / alpha)), v)
     noiseless = [sp.factor(s) for s in sols if s != 0]
     return {"relation": rel, "m0": m0, "mmse": mmse_inf, "noiseless": noiseless,
-            "y": y, "y_quadratic": y_quadratic, "y_shifted": shifted}
+            "y": y, "y_quadratic": y_quadratic, "y_shifted": shifted,
+            "eps": eps, "mmse_quadratic_large_D": large_D}
 
 
 @cached_derivation(priors)
@@ -234,7 +242,13 @@ def low_rank():
     phys = [r for r in fps if 0 <= r.subs(sample).evalf() <= 1]
     if len(phys) != 1:
         raise RuntimeError("low-rank beta -> infinity: could not select the overlap root")
-    return {"q_of_h": q_of_h, "v_of_h": sp.factor(1 - q_of_h), "q_u": nontrivial[0][qu], "q_v": nontrivial[0][qv],
+    # 1 - q_u q_v = (1 - q_u) + q_u (1 - q_v): each 1 - q_. factored has no cancellation
+    # and no h^3 (the single fraction 1 - q overflows to inf/inf for h ~ 1e103)
+    one_minus_qu = sp.factor(1 - nontrivial[0][qu])
+    one_minus_qv = sp.factor(1 - nontrivial[0][qv])
+    v_stable = one_minus_qu + (1 - one_minus_qu) * one_minus_qv
+    return {"q_of_h": q_of_h, "v_of_h": sp.factor(1 - q_of_h), "v_of_h_stable": v_stable,
+            "q_u": nontrivial[0][qu], "q_v": nontrivial[0][qv],
             "alpha_weak": alpha_weak, "alpha_strong": alpha_strong, "q_inf_of_h": q_inf,
             "q_beta_inf": sp.simplify(phys[0])}
 

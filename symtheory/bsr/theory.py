@@ -74,9 +74,14 @@ D_LARGE_LADDER = tuple(10.0 ** k for k in range(9, 1, -1))
 # the beta extrapolation is at fixed canonical rho (r over the smaller side); beyond
 # this rho the anchors would sit in the r >> min(d, L) regime, another expansion
 RHO_MAX_BETA_EXTRAPOLATION = 10.0
-# two anchors agree on the leading correction to this relative tolerance, or the
-# expansion is not asymptotic there yet and the extrapolation is refused
-ANCHOR_AGREEMENT = 0.1
+# anchors agree on the leading correction C to this relative tolerance, or the
+# expansion is not asymptotic there yet and the extrapolation is refused: over two
+# decades a drift of 25% is a local exponent within 0.05 of the assumed one (seen:
+# C = 54.6, 60.2, 61.6 at beta = 1e5, 1e6, 1e7, a beta^(-1/2) next term), while a
+# crossover between regimes changes it by O(1)
+ANCHOR_AGREEMENT = 0.25
+# an anchor measures C when its error is below this fraction of the correction
+ANCHOR_RESOLUTION = 0.1
 # an evaluation this accurate (relative) needs no other path (an anchor: ANCHOR_...)
 GOOD_RTOL = 1e-13
 ANCHOR_GOOD_RTOL = 1e-9
@@ -85,6 +90,9 @@ ANCHOR_GOOD_RTOL = 1e-9
 # and units of rounding of the cancelling sum D - c1 I1 - c2 I2
 DRIFT_FACTOR = 8.0
 ROUNDING_FACTOR = 64.0
+# relative accuracy assumed of a quadrature value at best (its integrand comes from
+# quartic roots): the change between tanh-sinh levels can fall below it
+QUADRATURE_FLOOR = 256 * EPS
 # beyond this drift of the mass or second moment the density is wrong, not inaccurate
 DRIFT_MAX = 1e-7
 
@@ -148,6 +156,9 @@ class BSRTheory:
         self.mmse_inf_quadratic = k(Kernel(
             "bsr_beta_inf_y_quadratic", (M.rho, M.D), list(binf["y_quadratic"]),
             doc="quadratic for y = E[kappa/(kappa + D)] (mmse_inf = D y, smaller root)"))
+        self.mmse_inf_large_D = k(Kernel(
+            "bsr_beta_inf_mmse_large_D", (M.rho, binf["eps"]), list(binf["mmse_quadratic_large_D"]),
+            doc="quadratic for mmse_inf in eps = 1/D (smaller root; D > 1, no overflow)"))
         shifted = binf["y_shifted"]
         self.mmse_inf_shifted = {
             "one": k(Kernel("bsr_beta_inf_y_minus_one", (M.rho, M.D), list(shifted[sp.Integer(1)]),
@@ -164,7 +175,7 @@ class BSRTheory:
                                          doc="quadratic for G'(0) = -int mu/x^2 (negative root)"))
         self.alpha_pr_kernel = k(Kernel("bsr_alpha_pr", (M.t, M.rho), [M.alpha_pr_formula()],
                                         doc="perfect-recovery threshold rho(1+beta-rho)/beta"))
-        self.low_rank_v = k(Kernel("bsr_low_rank_v", (M.h, M.t), [lr["v_of_h"]],
+        self.low_rank_v = k(Kernel("bsr_low_rank_v", (M.h, M.t), [lr["v_of_h_stable"]],
                                    doc="low-rank error 1 - q(h) on the nontrivial branch"))
         self.low_rank_weak = k(Kernel("bsr_low_rank_alpha_weak", (M.t, M.delta), [lr["alpha_weak"]],
                                       doc="low-rank weak-recovery threshold"))
@@ -197,26 +208,40 @@ class BSRTheory:
     def mmse_beta_inf(self, rho, D) -> float:
         """``E[D kappa/(kappa + D)]`` (bsr.md 9) as ``D y``, ``y`` the smaller root of
         its quadratic; for ``rho D`` small, ``y = min(1, rho) + u`` from the shifted
-        quadratic (``y -> min(1, rho)`` as ``D -> 0``)."""
+        quadratic (``y -> min(1, rho)`` as ``D -> 0``); for ``D > 1`` the quadratic for
+        ``D y`` itself in ``1/D``, whose coefficients stay O(1) where ``D rho`` overflows."""
         if D == 0:
             return 0.0
+        if D > 1:
+            return quadratic_roots(*self.mmse_inf_large_D(rho, 1.0 / D))[0]
         if rho * D >= 1e-2:
             return D * quadratic_roots(*self.mmse_inf_quadratic(rho, D))[0]
         y0, key = (1.0, "one") if rho >= 1 else (rho, "rho")
         return D * (y0 + quadratic_roots(*self.mmse_inf_shifted[key](rho, D))[0])
 
     def ridge_error(self, alpha, delta) -> float:
-        """Largest root of the ridge quadratic (bsr.md 8)."""
-        return max(0.0, quadratic_roots(*self.ridge_quadratic(alpha, delta))[1])
+        """Largest root of the ridge quadratic (bsr.md 8).  It is ``1 - F`` with the
+        overlap map ``F`` in ``[0, 1)``, so in ``[0, 1]``; the cancellation-free root
+        can leave that interval by an ulp of rounding only, which is removed."""
+        root = quadratic_roots(*self.ridge_quadratic(alpha, delta))[1]
+        return min(max(root, 0.0), 1.0)
 
     def origin_integral(self, t, rho, D) -> float:
         """``int mu/x^2 = -G'(0)``: minus the negative root of the derived quadratic."""
         return -quadratic_roots(*self.origin_quadratic(t, rho, D))[0]
 
     def low_rank_error(self, h, beta) -> float:
-        """Low-rank denoising error ``1 - q_u q_v`` at SNR ``h`` (bsr.md 10)."""
+        """Low-rank denoising error ``1 - q_u q_v`` at SNR ``h`` (bsr.md 10): 1 below
+        the weak-recovery point ``h (1 + beta) = sqrt(beta)``; beyond ``h (1 + beta) =
+        1e140`` (where ``h^2`` terms overflow) its leading term ``c/h``, ``c`` the
+        derived ``lim h (1 - q)`` (relative error ~ 1/h)."""
         t = math.sqrt(beta)
-        return float(self.low_rank_v(h, t)[0]) if h * (1 + beta) > t else 1.0
+        x = h * (1 + beta)
+        if not x > t:
+            return 1.0
+        if x > 1e140:
+            return self.low_rank_strong / h
+        return float(self.low_rank_v(h, t)[0])
 
     # ---------------------------------------------------------------- spectral path
     def spectral(self, t, rho, D) -> MMSEEstimate:
@@ -246,7 +271,8 @@ class BSRTheory:
             return MMSEEstimate(math.nan, math.inf, "spectral",
                                 f"spectral path lost mass: relative drift {drift:.2g}")
         terms = np.abs(coeffs * ints)
-        error = sum(abs(coeffs[i]) * (errs[i] + DRIFT_FACTOR * drift * abs(ints[i]))
+        error = sum(abs(coeffs[i]) * (errs[i] + (DRIFT_FACTOR * drift + QUADRATURE_FLOOR)
+                                      * abs(ints[i]))
                     for i in self.quadrature_indices)
         error += ROUNDING_FACTOR * EPS * (abs(D) + float(terms.sum()) + abs(value))
         if not (math.isfinite(value) and math.isfinite(error)):
@@ -324,12 +350,14 @@ def _extrapolate(s, anchors, lead, p, method) -> MMSEEstimate:
     """``f(s) = lead(s) + C s^p + o(s^p)`` as ``s -> 0``, from anchor estimates.
 
     ``anchors`` are ``(s_i, estimate_i)`` ordered towards the limit (``s_0 > s_1 > ...
-    > s``, a decade apart).  ``C`` is read off at each; they must agree within
-    :data:`ANCHOR_AGREEMENT` (plus their own errors) over all the anchors, or the
-    expansion is not asymptotic there (a crossover can mimic the exponent ``p`` at one
-    point, not over two decades) and the extrapolation is refused (infinite error).
-    The nearest ``C`` is used; twice the largest disagreement times ``s^p``, plus the
-    anchors' errors scaled by ``(s/s_i)^p``, bounds the neglected terms.
+    > s``, a decade apart).  ``C`` is read off at each.  At least two anchors must
+    resolve it (error below :data:`ANCHOR_RESOLUTION` of the correction: an anchor whose
+    error hides the correction measures nothing), the resolved values must agree
+    within :data:`ANCHOR_AGREEMENT`, and the others within their errors -- otherwise
+    the expansion is not asymptotic there (a crossover can mimic the exponent ``p`` at
+    one point, not over the anchors) and the extrapolation is refused (infinite
+    error).  The nearest resolved ``C`` is used; twice the largest disagreement times
+    ``s^p``, plus the anchors' errors scaled by ``(s/s_i)^p``, bounds the neglected terms.
     """
     cs, dcs = [], []
     for si, ei in anchors:
@@ -337,15 +365,20 @@ def _extrapolate(s, anchors, lead, p, method) -> MMSEEstimate:
             return MMSEEstimate(math.nan, math.inf, method, f"anchor at {si:g} not accurate")
         cs.append((ei.value - lead(si)) / si**p)
         dcs.append(ei.error / si**p)
-    c = cs[-1]
-    spread = max(abs(ci - c) for ci in cs)
-    if spread > ANCHOR_AGREEMENT * abs(c) + 2 * sum(dcs):
+    resolved = [i for i, (ci, dc) in enumerate(zip(cs, dcs)) if dc <= ANCHOR_RESOLUTION * abs(ci)]
+    if len(resolved) < 2:
+        return MMSEEstimate(math.nan, math.inf, method, "anchors do not resolve the correction")
+    c = cs[resolved[-1]]
+    spread = max(abs(cs[i] - c) for i in resolved)
+    noise = 2 * sum(dcs[i] for i in resolved)
+    if spread > ANCHOR_AGREEMENT * abs(c) + noise or any(
+            abs(ci - c) > spread + 2 * dc + noise for ci, dc in zip(cs, dcs)):
         return MMSEEstimate(math.nan, math.inf, method,
                             f"anchors disagree (C = {', '.join(f'{ci:.6g}' for ci in cs)}): "
                             f"not asymptotic")
     sp_ = s**p
     value = lead(s) + c * sp_
-    error = sp_ * (2 * spread + 2 * sum(dcs)) + 8 * EPS * abs(value)
+    error = sp_ * (2 * spread + noise) + 8 * EPS * abs(value)
     return MMSEEstimate(value, error, method)
 
 
@@ -527,16 +560,25 @@ def _genie_solution(alpha, rho, delta, v_hi):
     def g(v):
         return th.mmse_beta_inf(rho, (delta + v) / alpha) - v
 
-    if v_hi <= 0 or g(v_hi) >= 0:
+    def g_sure(v):
+        # g minus its rounding error: the value and v cancel (8 eps (v + mmse)), and D is
+        # rounded (2 eps D; mmse is concave in D, E[D kappa/(kappa + D)], so its slope is
+        # <= mmse/D: 4 eps mmse).  Delta below eps v is lost from D entirely.
+        gv = g(v)
+        return gv - 12 * EPS * (v + gv + v)
+
+    if v_hi <= 0 or g_sure(v_hi) >= 0:
         return max(v_hi, 0.0)
-    lo = 0.0 if g(0.0) > 0 else _first_positive(g, v_hi)
+    if g(v_hi) >= 0:       # the sign at v_hi is within rounding: no certified bracket
+        return 0.0
+    lo = 0.0 if g(0.0) > 0 else _first_positive(g_sure, v_hi)
     if lo is None:
         return 0.0
     root = brentq(g, lo, v_hi, xtol=TINY, rtol=4 * EPS, maxiter=500)
     # the closed-form map is exact up to rounding, its root up to rounding / slope:
-    # step below it until the sign confirms a lower bound
+    # step below it until the sign, beyond its rounding error, confirms a lower bound
     for shrink in (16 * EPS, 1e-13, 1e-11, 1e-9, 1e-7):
-        if g(root * (1 - shrink)) > 0:
+        if g_sure(root * (1 - shrink)) > 0:
             return root * (1 - shrink)
     return lo
 
@@ -560,7 +602,15 @@ def solve_overlap(alpha, beta, rho, delta=0.0, *, rtol=MMSE_RTOL) -> OverlapSolu
     def ev(v) -> MMSEEstimate:
         D = (delta + v) / alpha
         if D not in cache:
-            cache[D] = MMSEEstimate(0.0, 0.0, "exact") if D == 0 else _estimate(beta_c, rho_c, D)
+            if D == 0:
+                cache[D] = MMSEEstimate(0.0, 0.0, "exact")
+            else:
+                # D itself is rounded (relative 2 eps: Delta + v, then / alpha; Delta below
+                # eps v is lost entirely); mmse is increasing and concave in D (at beta = inf
+                # a mean of D kappa/(kappa + D)), slope <= mmse/D: 4 eps mmse on the value
+                e = _estimate(beta_c, rho_c, D)
+                cache[D] = MMSEEstimate(e.value, e.error + 4 * EPS * abs(e.value), e.method,
+                                        e.note)
         return cache[D]
 
     def f(v):
@@ -764,14 +814,16 @@ def low_rank_point(alpha_lr, beta, delta=0.0) -> LowRankPoint:
     a_weak = float(th.low_rank_weak(t, delta)[0])
 
     def err(v):  # 1 - q(h(v)), computed without cancellation
-        hh = a / (delta + v)
-        return float(th.low_rank_v(hh, t)[0]) if hh * (1 + beta) > t else 1.0
+        return th.low_rank_error(a / (delta + v), beta)
 
     if a <= a_weak:
         return LowRankPoint(a, beta, delta, 1.0, 0.0, a_weak, True, 0, 0.0)
     if delta == 0 and a >= th.low_rank_strong * (1 - ALPHA_PR_RTOL):
         return LowRankPoint(a, beta, delta, 0.0, 1.0, a_weak, True, 0, 0.0)
-    res = positive_fixed_point(err, 1.0, xtol=1e-15, name=f"low-rank overlap at alpha_lr={a}")
+    # the root can be as small as ~ Delta/alpha_lr: lower bracket ends down to the
+    # smallest normal float
+    res = positive_fixed_point(err, 1.0, lows=tuple(10.0 ** -k for k in range(1, 308)),
+                               xtol=TINY, name=f"low-rank overlap at alpha_lr={a}")
     v = float(res.value)
     return LowRankPoint(a, beta, delta, v, 1 - v, a_weak, res.converged, res.iterations,
                         res.residual)

@@ -16,6 +16,15 @@ uncertainties: the standard error of ``Q_hat`` (per-sample spread / sqrt(samples
 of the fixed point, propagated through the linearized map ``(I - dF)^{-1}`` (estimated
 by differencing the frozen-sample map), which grows near a threshold.
 
+Coordinates of the observation: a noiseless link with a :class:`DeterministicReduction`
+is integrated in its inversion-feature coordinates (e.g. the logit differences of a
+softmax head), computed from the teacher's ``E = T(u) h^T`` and never from ``y``: a
+saturated softmax (``--skip 100``, ``--inv-temp 100``) rounds ``y`` to 0 or 1 and loses
+the observation, while its logits stay exact.  The posterior moments (hence ``g_out``,
+``dg_out``) do not depend on the coordinates; ``log Z_out`` (in :meth:`psi_out`) is the
+log-density of the features, which differs from that of ``y`` by a function of the
+observation only (a constant shift of ``Psi_out``, independent of ``Q`` and ``alpha``).
+
 Structure: when the model is even in every row group (smi.md 2.2) the cross-group
 blocks of ``Q`` vanish at every iteration in expectation; the engine then keeps them at
 exactly zero (``structure='block'``) so Monte-Carlo noise cannot break the symmetry.
@@ -45,6 +54,9 @@ class SEResult:
     message: str
     trace: list = field(default_factory=list)
     stable: bool | None = None     # no eigenvalue of dF/dQ above 1 at Q (None: not checked)
+    #: largest estimated error of the channel's posterior moments over the samples at Q
+    #: (change against the rule with half the nodes per axis; None: not estimated)
+    channel_error: float | None = None
 
     @property
     def value(self) -> np.ndarray:
@@ -54,7 +66,7 @@ class SEResult:
         return {"Q": self.Q.tolist(), "converged": self.converged, "stable": self.stable,
                 "iterations": self.iterations, "residual": self.residual,
                 "Q_stderr": self.Q_stderr.tolist(), "nishimori_gap": self.nishimori_gap,
-                "message": self.message}
+                "channel_error": self.channel_error, "message": self.message}
 
 
 def _min_variance_weights(sq, tw):
@@ -139,6 +151,15 @@ class StateEvolution:
         self.estimator = estimator
         self.evaluations = 0
         self.psd_projections = 0
+        self.channel_error = None     # largest estimated error of the last posterior pass
+        self.estimate_channel_error = True   # off while solve() iterates (cost of the check)
+        self.features = None
+        if noise_variance is None and model.reduction is not None:
+            from ..core.quadrature import TensorRule
+            from .linearized import ReducedPosterior
+
+            self.features = ReducedPosterior(model)
+            self.feature_rule = rule if isinstance(rule, TensorRule) else TensorRule()
 
     # ------------------------------------------------------------------ map
     def _check_Q(self, Q):
@@ -166,11 +187,59 @@ class StateEvolution:
             y = y + np.sqrt(self.noise_variance) * self.noise
         return y, omega, V, Z
 
+    def posterior_moments(self, Q, *, include_jacobian=True):
+        """``(log Z_out (n,), E[Z|y] (n, P, M), Cov (n, PM, PM), omega, V)`` of the frozen
+        samples at ``Q``.  A reduced link is integrated in feature coordinates (module
+        docstring) with its tensor rule; the change against the rule with half the nodes
+        per axis is kept in :attr:`channel_error` (an over-estimate of the error, in the
+        units of :class:`~symtheory.glm.multi_index.ChannelAccuracy`).
+        ``include_jacobian=False`` drops the observation-only Jacobian factor."""
+        if self.features is None:
+            y, omega, V, _ = self.sample_channel(Q)
+            if include_jacobian or not hasattr(self.channel, "branches"):
+                logZ, mean, cov = self.channel.moments(y, omega, V)
+            else:
+                logZ, mean, cov = self.channel.moments(y, omega, V, include_jacobian=False)
+            self.channel_error = self.channel.last_error
+            return logZ, mean, cov, omega, V
+        from ..core._moments_nb import moment_change_batch
+
+        _, omega, V, Z = self.sample_channel(Q)
+        rp = self.features
+        Ebr, lw, valid, _ = rp.branches(rp.E_of_Z(Z))
+        if not include_jacobian:
+            lw = np.zeros_like(lw)
+        fine = rp.posterior(Ebr, lw, valid, omega, V, self.feature_rule)
+        if not self.estimate_channel_error:
+            self.channel_error = None
+            return fine[0], fine[1], fine[2], omega, V
+        coarse = rp.posterior(Ebr, lw, valid, omega, V, self.feature_rule.coarsened())
+        sd = np.sqrt(np.repeat(np.diag(V), self.model.M))
+        n = len(Z)
+        err = moment_change_batch(coarse[0], coarse[1].reshape(n, -1), coarse[2], fine[0],
+                                  fine[1].reshape(n, -1), fine[2], sd)
+        self.channel_error = float(np.max(err)) if err.size else 0.0
+        return fine[0], fine[1], fine[2], omega, V
+
+    def gout(self, Q):
+        """``(g_out, dg_out)`` of the frozen samples at ``Q`` (smi.md Eq. 12)."""
+        from .multi_index import gout_from_moments
+
+        _, mean, cov, omega, V = self.posterior_moments(Q)
+        return gout_from_moments(mean, cov, omega, V)
+
     def qhat(self, Q, alpha=None):
-        """``(Q_hat, stderr, nishimori_gap)`` at ``Q`` from the frozen samples."""
+        """``(Q_hat, stderr, nishimori_gap)`` at ``Q`` from the frozen samples.
+
+        ``nishimori_gap`` = ``max_ab |E[g g^T] - E[-dg]|_ab / ||V^{-1}||_2``: the two
+        estimators of ``Q_hat/alpha`` (equal at Bayes-optimality, smi.md 3) compared in
+        units of ``V^{-1} = (rho - Q)^{-1}``, the scale that bounds both means (each lies
+        between 0 and ``V^{-1}``), so it means the same at every ``alpha`` -- also where
+        ``Q_hat -> 0`` (small ``alpha``), where a relative difference divides by ~0.
+        Consistent with 0 within its Monte-Carlo error (about ``max stderr / (alpha
+        ||V^{-1}||)``)."""
         alpha = self.alpha if alpha is None else alpha
-        y, omega, V, _ = self.sample_channel(Q)
-        g, dg = self.channel.gout(y, omega, V)
+        g, dg = self.gout(Q)
         bad = ~np.all(np.isfinite(g.reshape(len(g), -1)), axis=1)
         if bad.any():
             raise FloatingPointError(
@@ -186,22 +255,20 @@ class StateEvolution:
         Qhat = alpha * per.mean(axis=0)
         stderr = alpha * per.std(axis=0, ddof=1) / np.sqrt(self.samples)
         m_sq, m_tw = sq.mean(axis=0), tw.mean(axis=0)
-        scale = max(np.max(np.abs(m_sq)), np.max(np.abs(m_tw)))
-        gap = float(np.max(np.abs(m_sq - m_tw)) / scale) if scale > 0 else 0.0
+        V = self.rho - self._check_Q(Q) + self.regularization * np.eye(self.model.P)
+        scale = 1.0 / float(np.linalg.eigvalsh(V)[0])
+        gap = float(np.max(np.abs(m_sq - m_tw)) / scale)
         self.evaluations += 1
         return 0.5 * (Qhat + Qhat.T) * self.mask, stderr * self.mask, gap
 
     def psi_out(self, Q, *, include_jacobian=True):
         """``Psi_out(Q) = E_{xi, y} log Z_out(y; Q^{1/2} xi, rho - Q)`` on the frozen samples
-        (density of ``y`` in the model's observed coordinates).  Returns ``(value, stderr)``.
+        (density of ``y`` in the model's observed coordinates; of the inversion features
+        for a reduced link, see the module docstring).  Returns ``(value, stderr)``.
         ``include_jacobian=False`` drops the y-only output Jacobian of deterministic
         channels: a Q-independent shift in expectation but a heavy-tailed one sample by
         sample, so derivatives in Q are far less noisy without it."""
-        y, omega, V, _ = self.sample_channel(Q)
-        if include_jacobian or not hasattr(self.channel, "branches"):
-            logZ = self.channel.moments(y, omega, V)[0]
-        else:
-            logZ = self.channel.moments(y, omega, V, include_jacobian=False)[0]
+        logZ = self.posterior_moments(Q, include_jacobian=include_jacobian)[0]
         if not np.all(np.isfinite(logZ)):
             raise FloatingPointError("log Z_out is not finite on some samples")
         return float(logZ.mean()), float(logZ.std(ddof=1) / np.sqrt(len(logZ)))
@@ -295,18 +362,38 @@ class StateEvolution:
             next(bar_iter, None)
             trace.append({"iteration": len(trace) + 1, "Q": self._from_free(q), "residual": res})
 
+        def iterate(q0, maxiter):
+            return fixed_point(lambda q: self._to_free(self.step(self._from_free(q))),
+                               q0, damping=damping, adaptive=False, tol=tol,
+                               maxiter=maxiter, domain=lambda q: self._in_domain(self._from_free(q)),
+                               newton_below=newton_below, jacobian_directions=self._directions(),
+                               stability=True, kick=kick, max_kicks=max_kicks,
+                               orientation=lambda v: float(np.sum(v[diag])), callback=record,
+                               name=f"state evolution at alpha={self.alpha:g}", warn=False)
+
         self.psd_projections = 0
-        fp = fixed_point(lambda q: self._to_free(self.step(self._from_free(q))),
-                         self._to_free(Q), damping=damping, adaptive=False, tol=tol,
-                         maxiter=max_iter, domain=lambda q: self._in_domain(self._from_free(q)),
-                         newton_below=newton_below, jacobian_directions=self._directions(),
-                         stability=True, kick=kick, max_kicks=max_kicks,
-                         orientation=lambda v: float(np.sum(v[diag])), callback=record,
-                         name=f"state evolution at alpha={self.alpha:g}", warn=False)
+        self.estimate_channel_error = False
+        q0, done = self._to_free(Q), 0
+        rule = getattr(self, "feature_rule", None)
+        if rule is not None and rule.coarsened().n >= 8:
+            # the way to the fixed point on the rule with half the nodes per axis (a
+            # quarter of the cost); the fixed point itself on the requested rule, from there
+            self.feature_rule = rule.coarsened()
+            try:
+                first = iterate(q0, max_iter)
+            finally:
+                self.feature_rule = rule
+            q0, done = first.value, first.iterations
+        fp = iterate(q0, max(1, max_iter - done))
+        fp.iterations += done
         Q = self._from_free(fp.value)
+        self.estimate_channel_error = True
         Qhat, se, gap = self.qhat(Q)
+        channel_error = self.channel_error
         Q_se = self._fixed_point_stderr(Q, se) if stderr else np.full((P, P), np.nan)
         msg = fp.message
+        if channel_error is not None:
+            msg += f"; channel quadrature error at the fixed point <= {channel_error:.2g}"
         if self.psd_projections:
             msg += (f"; {self.psd_projections} map evaluations projected Q_hat onto the PSD cone "
                     "(negative eigenvalue within 4 standard errors)")
@@ -314,7 +401,7 @@ class StateEvolution:
             warnings.warn(f"state evolution at alpha={self.alpha:g}: {msg}", ConvergenceWarning,
                           stacklevel=2)
         return SEResult(Q, Qhat, fp.converged, fp.iterations, fp.residual, se, Q_se, gap, msg,
-                        trace, stable=fp.stable)
+                        trace, stable=fp.stable, channel_error=channel_error)
 
     # ------------------------------------------------------------ parametrization
     def _free_entries(self):

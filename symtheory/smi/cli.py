@@ -169,7 +169,8 @@ def cmd_se(args) -> int:
     for a in range(P):
         cols[f"Q{a + 1}{a + 1}_stderr"] = []
     for k in ("bo_error", "bo_stderr", "plugin_error", "plugin_stderr", "free_entropy",
-              "free_entropy_stderr", "converged", "iterations", "residual", "nishimori_gap"):
+              "free_entropy_stderr", "converged", "iterations", "residual", "nishimori_gap",
+              "channel_error"):
         cols[k] = []
     for alpha in progress_bar(alphas, desc="SE", enabled=not args.quiet):
         se = StateEvolution(model, alpha, samples=args.samples, seed=args.seed,
@@ -197,6 +198,8 @@ def cmd_se(args) -> int:
         cols["iterations"].append(res.iterations)
         cols["residual"].append(res.residual)
         cols["nishimori_gap"].append(res.nishimori_gap)
+        cols["channel_error"].append(float("nan") if res.channel_error is None
+                                     else res.channel_error)
     meta = {"model": model.description, "samples": args.samples, "seed": args.seed,
             "quadrature": f"{rule.kind} {rule.n}", "noise_variance": noise,
             "side_information": lam, "start": args.start, "damping": args.damping,
@@ -204,7 +207,12 @@ def cmd_se(args) -> int:
             "stderr": "Q*_stderr: Monte-Carlo standard error of the fixed point (propagated "
                       "through the linearized SE map); errors: Monte-Carlo standard errors",
             "free_entropy": "Phi = -Tr(Q Q_hat)/2 + psi_P(Q_hat) + alpha Psi_out(Q) (smi.md 4); "
-                            "Psi_out is the log-density of y in the observed coordinates"}
+                            "Psi_out is the log-density of y in the observed coordinates (of "
+                            "the inversion features, e.g. softmax logit differences, for a "
+                            "noiseless reduced link: a shift independent of Q and alpha)",
+            "nishimori_gap": "max |E g g^T - E(-dg)| / ||(rho - Q)^-1||",
+            "channel_error": "change of the posterior moments against half the quadrature "
+                             "nodes per axis (max over samples) at the fixed point"}
     return emit(Table(cols, meta), args, "smi_se", plot=_plot_se)
 
 
@@ -326,9 +334,14 @@ SE_COLUMNS = (
     "bo_error, bo_stderr = Bayes-optimal generalization error (smi.md Eq. 11) and its "
     "standard error; plugin_error, plugin_stderr = error of the prediction with the mean "
     "weights (smi.md 10.5); free_entropy, free_entropy_stderr = Phi (smi.md 4); converged, "
-    "iterations, residual = report of the fixed-point solve; nishimori_gap = relative "
-    "difference of the two Q_hat estimators (E g_out g_out^T and -E dg_out), 0 at "
-    "Bayes-optimality up to Monte-Carlo error.")
+    "iterations, residual = report of the fixed-point solve; nishimori_gap = largest "
+    "entry of |E g_out g_out^T - E(-dg_out)| (the two Q_hat/alpha estimators, equal at "
+    "Bayes-optimality) in units of ||V^-1|| = 1/lambda_min(rho - Q), the scale bounding both: "
+    "comparable across alpha, 0 up to Monte-Carlo error; "
+    "channel_error = largest estimated error of the channel's posterior moments over the "
+    "samples at the fixed point (change against the rule with half the quadrature nodes "
+    "per axis; log Z absolute, means in prior standard deviations): above ~1e-2 the "
+    "quadrature, not the Monte Carlo, limits the result -- raise --quadrature-nodes.")
 ERROR_COLUMNS = (
     "Columns: kind (bo: Bayes-optimal error, smi.md Eq. 11; plugin: prediction with the mean "
     "weights, smi.md 10.5); error, its Monte-Carlo stderr, samples; overlap = the matrix "
