@@ -5,6 +5,7 @@ bad input is refused, the command line writes table + parameters + plot, and (sl
 is learned before layer 1."""
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ pytest.importorskip("jax")
 from symtheory.core.validate import ParameterError
 from symtheory.smi.sgd import epoch_learned, link_function, sgd_layerwise, sgd_step
 from symtheory.smi.tasks import build_model
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -145,3 +148,19 @@ def test_layer_two_is_learned_before_layer_one(model):
         assert l2 is not None and l2 <= 8, (seed, l1, l2)
         assert abs(res.cosine[res.epochs.tolist().index(l2), 0]) < 0.5
         assert l1 is None or l1 > l2 + 3, (seed, l1, l2)
+
+
+def test_cli_trains_a_model_declared_in_a_file(tmp_path):
+    """`--model-file` (issue 8: every smi subcommand takes a declared model): a phase-retrieval
+    student (P = 1 row) trains and writes one cosine column; a shape option next to the
+    file is refused, not ignored."""
+    from symtheory.cli import main
+
+    example = str(ROOT / "examples" / "phase_retrieval.py")
+    code = main(["smi", "sgd", "--model-file", example, "--d", "20", "--alpha", "3",
+                 "--epochs", "2", "--batch", "16", "--lr", "0.5", "--test-samples", "50",
+                 "--seed", "1", "--quiet", "--out", str(tmp_path)])
+    assert code == 0
+    header = (tmp_path / "smi_sgd.csv").read_text().splitlines()[0].split(",")
+    assert "cosine1" in header and "cosine2" not in header
+    assert main(["smi", "sgd", "--model-file", example, "--depth", "3", "--quiet"]) == 2

@@ -272,12 +272,17 @@ def register_cli(ssub) -> None:
                    help="epochs between recorded rows, an integer >= 1 (default 1)")
     p.add_argument("--test-samples", type=int_arg("--test-samples", low=0), default=1000,
                    help="fresh test sequences, an integer >= 0 (default 1000)")
-    p.add_argument("--depth", type=int_arg("--depth", low=1), default=2,
+    # defaults None: a shape option given together with --model-file is refused, not ignored
+    p.add_argument("--depth", type=int_arg("--depth", low=1), default=None,
                    help="attention layers, an integer >= 1 (default 2)")
-    p.add_argument("--seq-len", type=int_arg("--seq-len", low=1), default=2,
+    p.add_argument("--seq-len", type=int_arg("--seq-len", low=1), default=None,
                    help="tokens per sequence M, an integer >= 1 (default 2)")
-    p.add_argument("--skip", type=real_arg("--skip", **pos), default=1.0,
+    p.add_argument("--skip", type=real_arg("--skip", **pos), default=None,
                    help="skip strength c, in (0, inf) (default 1)")
+    p.add_argument("--model-file", metavar="PATH", default=None,
+                   help="a Python file defining `model` (a MultiIndexModel) or `build_model()`, "
+                        "as for `smi se`: the student has that model's link (default: tied "
+                        "softmax attention of --depth, --seq-len, --skip)")
     add_seed(p, help="seed of the teacher data, test set, initialization and batch order")
     add_output(p, plot="|cosine| per layer and the errors vs epoch")
     p.set_defaults(func=cmd_sgd)
@@ -288,9 +293,22 @@ def cmd_sgd(args) -> int:
 
     from ..core.cli_common import emit
     from ..core.table import Table
+    from ..core.validate import ParameterError
     from .tasks import build_model
 
-    model = build_model("attention", args.depth, args.seq_len, args.skip, 1.0)
+    shape = {"--depth": args.depth, "--seq-len": args.seq_len, "--skip": args.skip}
+    if args.model_file is not None:
+        given = [k for k, v in shape.items() if v is not None]
+        if given:
+            raise ParameterError(f"{given[0]} does not apply to --model-file (the file "
+                                 "declares the model)")
+        from .model_file import load_model
+
+        model = load_model(args.model_file)
+    else:
+        model = build_model("attention", 2 if args.depth is None else args.depth,
+                            2 if args.seq_len is None else args.seq_len,
+                            1.0 if args.skip is None else args.skip, 1.0)
     res = sgd_layerwise(model, args.d, args.alpha, seed=args.seed, epochs=args.epochs,
                         lr=args.lr, weight_decay=args.weight_decay_d / args.d,
                         batch=args.batch, repeats=args.repeats, init_scale=args.init_scale,
