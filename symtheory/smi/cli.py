@@ -68,25 +68,36 @@ def add_model_options(p) -> None:
     add_seed(p)
 
 
+def shape_options(args, shape: dict, defaults: dict, *, file_allows=()):
+    """``(model name, shape values)`` of ``--model`` and its shape options, or
+    ``(None, None)`` for ``--model-file``.  ``shape`` maps each option to the models it
+    applies to; an option given for a model it does not apply to, or next to
+    ``--model-file`` (except those in ``file_allows``), is refused by name, never ignored."""
+    given = [k for k in shape if getattr(args, k, None) is not None]
+    if args.model_file is not None:
+        bad = [k for k in given if k not in file_allows]
+        if bad:
+            raise ParameterError(f"--{bad[0].replace('_', '-')} does not apply to --model-file "
+                                 "(declare the model's shape in the file)")
+        return None, None
+    name = args.model or "attention"
+    for k in given:
+        if name not in shape[k]:
+            raise ParameterError(f"--{k.replace('_', '-')} applies only to --model "
+                                 f"{' or '.join(shape[k])}, not {name}")
+    return name, {k: defaults[k] if getattr(args, k, None) is None else getattr(args, k)
+                  for k in shape}
+
+
 def build_model(args):
     """The model of ``--model`` / ``--model-file``; refuses shape options that would be
     ignored and a noiseless channel the model cannot integrate."""
-    given = [k for k in MODEL_SHAPE if getattr(args, k, None) is not None]
-    if args.model_file is not None:
-        if given:
-            raise ParameterError(f"--{given[0].replace('_', '-')} does not apply to --model-file "
-                                 "(declare the model's shape in the file)")
+    name, v = shape_options(args, MODEL_SHAPE, SHAPE_DEFAULTS)
+    if name is None:
         from .model_file import load_model
 
         model = load_model(args.model_file)
     else:
-        name = args.model or "attention"
-        for k in given:
-            if name not in MODEL_SHAPE[k]:
-                raise ParameterError(f"--{k.replace('_', '-')} applies only to --model "
-                                     f"{' or '.join(MODEL_SHAPE[k])}, not {name}")
-        v = {k: SHAPE_DEFAULTS[k] if getattr(args, k, None) is None else getattr(args, k)
-             for k in MODEL_SHAPE}
         from . import deep_attention, linear_tokens, outer_product
 
         if name in ("attention", "linear-attention"):

@@ -74,22 +74,13 @@ def sign_product():
 def build_threshold_model(args):
     """``(model, noise_variance)`` from the command-line options; options that do not
     apply to the chosen model are refused by name."""
-    given = [k for k in MODEL_SHAPE if getattr(args, k, None) is not None]
-    if args.model_file is not None:
-        bad = [k for k in given if k != "delta"]
-        if bad:
-            raise ParameterError(f"--{bad[0].replace('_', '-')} does not apply to --model-file "
-                                 "(declare the model's shape in the file)")
+    from .cli import shape_options
+
+    name, v = shape_options(args, MODEL_SHAPE, SHAPE_DEFAULTS, file_allows=("delta",))
+    if name is None:
         from .model_file import load_model
 
         return load_model(args.model_file), (args.delta or None)
-    name = args.model or "attention"
-    for k in given:
-        if name not in MODEL_SHAPE[k]:
-            raise ParameterError(f"--{k.replace('_', '-')} applies only to --model "
-                                 f"{' or '.join(MODEL_SHAPE[k])}, not {name}")
-    v = {k: SHAPE_DEFAULTS[k] if getattr(args, k, None) is None else getattr(args, k)
-         for k in MODEL_SHAPE}
     if name == "attention":
         from .attention import deep_attention
 
