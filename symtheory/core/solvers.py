@@ -281,6 +281,7 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     while True:
         status, x, fx, res, its = run(x)
         total += its
+        J = None                  # the Jacobian reported is the one at the returned point
         if status != "converged" or not stability:
             break
         J = jacobian(x, fx)

@@ -11,7 +11,9 @@ so ``F(O diag(l) O^T) = O diag(F(l)) O^T`` (= ``Q_hat (I + Q_hat)^{-1}``).
 
 The expectation is a Monte-Carlo average over ``samples`` draws of ``(xi, eta, noise)``
 drawn **once** (common random numbers): the map is then a smooth deterministic function
-of ``Q`` and the damped iteration converges to machine precision on it.  Reported
+of ``Q`` alone (whatever was evaluated before), and the package's fixed-point engine
+(:func:`symtheory.core.solvers.fixed_point`: damped iteration, Newton polish, stability
+check) converges to machine precision on it.  Reported
 uncertainties: the standard error of ``Q_hat`` (per-sample spread / sqrt(samples)) and
 of the fixed point, propagated through the linearized map ``(I - dF)^{-1}`` (estimated
 by differencing the frozen-sample map), which grows near a threshold.
@@ -390,7 +392,8 @@ class StateEvolution:
         self.estimate_channel_error = True
         Qhat, se, gap = self.qhat(Q)
         channel_error = self.channel_error
-        Q_se = self._fixed_point_stderr(Q, se) if stderr else np.full((P, P), np.nan)
+        Q_se = (self._fixed_point_stderr(Q, se, fp.jacobian) if stderr
+                else np.full((P, P), np.nan))
         msg = fp.message
         if channel_error is not None:
             msg += f"; channel quadrature error at the fixed point <= {channel_error:.2g}"
@@ -450,16 +453,18 @@ class StateEvolution:
                                    domain=lambda q: self._in_domain(self._from_free(q)),
                                    directions=self._directions())
 
-    def _fixed_point_stderr(self, Q, Qhat_se):
+    def _fixed_point_stderr(self, Q, Qhat_se, J=None):
         """Standard error of the fixed point: ``(I - dF/dQ)^{-1} dF_prior/dQhat . stderr``
         (entries of ``Q_hat`` treated as independent); both Jacobians by one-sided
-        differences inside their domains (``Q = 0`` and ``Q_hat = 0`` included)."""
+        differences inside their domains (``Q = 0`` and ``Q_hat = 0`` included).  ``J``:
+        ``dF/dQ`` at ``Q`` if already known (the engine's stability check)."""
         from ..core.solvers import difference_jacobian
 
         P = self.model.P
         entries = self._free_entries()
         k = len(entries)
-        J = self.map_jacobian(Q, step=1e-5)
+        if J is None:
+            J = self.map_jacobian(Q, step=1e-5)
         Qhat = self.psd_qhat(Q) + self.lam * np.eye(P)
         G = difference_jacobian(
             lambda h: self._to_free(self.prior.overlap_map(self._from_free(h))),
