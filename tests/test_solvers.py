@@ -106,6 +106,21 @@ def test_newton_polish_removes_critical_slowing_down():
     assert r.converged and r.iterations <= 3 and abs(r.value - 0.3) <= 1.3e-8
 
 
+def test_newton_approaches_a_fixed_point_on_the_boundary_by_the_fraction_rule():
+    """``F(v) = 1 - 0.98 (1 - v)`` on ``0 <= v < 1``: the fixed point 1 is the boundary
+    itself (perfect recovery), reached geometrically by the iteration (ratio 0.98: ~1100
+    steps to 1e-10).  Newton aims exactly at 1, outside the domain; the fraction-to-the-
+    boundary step (0.99 of the way) shrinks the gap 100-fold per step instead: gap 1 ->
+    1e-10 needs 5 steps, each 1 Jacobian + 1 trial evaluation."""
+    F = lambda v: 1.0 - 0.98 * (1.0 - v)  # noqa: E731
+    slow = fixed_point(F, 0.0, adaptive=False, maxiter=500, domain=_unit_interval, warn=False,
+                       tol=1e-12)
+    assert not slow.converged
+    r = fixed_point(F, 0.0, adaptive=False, newton_below=1.0, domain=_unit_interval, tol=1e-12)
+    # residual 0.02 (1 - v) <= 1e-12 (1 + v): the gap is below 1e-10
+    assert r.converged and r.iterations <= 8 and 0 < 1.0 - r.value <= 1e-10
+
+
 def _boundary_map(v):
     """Fixed points 0.4 (slope 0.52, stable) and 1 (slope 1.12, unstable) on the domain
     0 <= v < 1 -- the shape of phase retrieval's SE below alpha = 1.  ``F(v) - v`` is
