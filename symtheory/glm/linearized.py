@@ -1402,7 +1402,10 @@ def staircase(model, *, learned_row=None, samples=4096, batches=8, seed=0, rule=
                      xtol=xtol, rtol=1e-12, name="staircase instability")
     qs = float(root.value)
     at = ev_at(qs)
-    h = min(2e-3, 0.5 * (hi["q"] - qs), 0.5 * (qs - lo["q"]))
+    # Brent may return the bracket's end itself (its best iterate when G(hi) is the
+    # smallest value seen): the difference step may reach past it (G is smooth in q on
+    # the frozen samples with the rule fixed), never past the lower end or q = 1
+    h = min(2e-3, 0.5 * (qs - lo["q"]), 0.5 * (1.0 - qs))
     plus, minus = ev_at(qs + h), ev_at(qs - h)
     dG = (plus["G"] - minus["G"]) / (2 * h)
     dalpha = (plus["alpha"] - minus["alpha"]) / (2 * h)
