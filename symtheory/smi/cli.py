@@ -357,8 +357,9 @@ SE_COLUMNS = (
     "comparable across alpha, 0 up to Monte-Carlo error; "
     "channel_error = largest estimated error of the channel's posterior moments over the "
     "samples at the fixed point (change against the rule with half the quadrature nodes "
-    "per axis; log Z absolute, means in prior standard deviations): above ~1e-2 the "
-    "quadrature, not the Monte Carlo, limits the result -- raise --quadrature-nodes.")
+    "per axis, or, for a noisy link with >= 3 non-affine indices, the 95% half-width over "
+    "the RQMC scramblings; log Z absolute, means in prior standard deviations): above ~1e-2 "
+    "the quadrature, not the Monte Carlo, limits the result -- raise --quadrature-nodes.")
 ERROR_COLUMNS = (
     "Columns: kind (bo: Bayes-optimal error, smi.md Eq. 11; plugin: prediction with the mean "
     "weights, smi.md 10.5); error, its Monte-Carlo stderr, samples; overlap = the matrix "
