@@ -30,78 +30,17 @@ running log-scale), whatever the depth.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..core.codegen import Kernel
 from ..core.quadrature import AdaptiveRule, TensorRule
 from ..core.validate import ParameterError
 from ._posterior_rules import TEMPLATE as _PEAK_TEMPLATE
-from .multi_index import ChannelAccuracy, MultiIndexModel, ReducedChannel
+from .laplace_qmc import TEMPLATE as _MIXTURE_TEMPLATE
+from .laplace_qmc import LaplaceQMCRule, flip_patterns, rqmc_levels
+from .multi_index import MultiIndexModel, ReducedChannel
 
-
-@dataclass(frozen=True)
-class LaplaceQMCRule:
-    """Accuracy request and budget of :class:`LaplaceQMCChannel`.
-
-    ``tol``: target of the per-sample error (95% half-width over the scramblings, natural
-    units); ``points``: Sobol points per component and scrambling at the first level (a
-    power of 2); ``max_points``: the largest level; ``scrambles``: independent
-    randomizations (>= 4, error estimate); ``inflate``: widening of the Laplace
-    covariances (>= 1); ``prior_share``: weight of the defensive component; ``adapt``: rounds of
-    moment-matching refits of the peak components (adaptive importance sampling); ``scan``: component-0 points scanned for a start; ``seed``: the
-    randomization (fixed, so the moments are a deterministic function of the inputs).
-    """
-
-    tol: float = 3e-3
-    points: int = 256
-    max_points: int = 4096
-    scrambles: int = 8
-    inflate: float = 1.5
-    prior_share: float = 0.15
-    adapt: int = 2
-    scan: int = 64
-    seed: int = 12345
-
-    def __post_init__(self):
-        if not (self.tol > 0 and math.isfinite(self.tol)):
-            raise ParameterError(f"tol must be finite and > 0, got {self.tol}")
-        for name in ("points", "max_points"):
-            v = int(getattr(self, name))
-            if v < 2 or v & (v - 1):
-                raise ParameterError(f"{name} must be a power of 2 >= 2, got {v}")
-        if self.max_points < self.points:
-            raise ParameterError(f"max_points ({self.max_points}) must be >= points ({self.points})")
-        if int(self.scrambles) < 4:
-            raise ParameterError(f"scrambles must be >= 4 (error estimate), got {self.scrambles}")
-        if not self.inflate >= 1:
-            raise ParameterError(f"inflate must be >= 1, got {self.inflate}")
-        if int(self.adapt) < 0:
-            raise ParameterError(f"adapt must be >= 0, got {self.adapt}")
-        if not 0 < self.prior_share < 1:
-            raise ParameterError(f"prior_share must be in (0, 1), got {self.prior_share}")
-        if not 1 <= int(self.scan) <= self.points:
-            raise ParameterError(f"scan must be in [1, points={self.points}], got {self.scan}")
-
-    def describe(self) -> str:
-        return (f"Laplace-centred RQMC (Sobol {self.points}..{self.max_points} points per "
-                f"component x {self.scrambles} scramblings, inflate {self.inflate:g}, "
-                f"tol {self.tol:g})")
-
-    def normal_points(self, dim: int, n: int) -> np.ndarray:
-        """``(scrambles + 1, n, dim)`` standard normal RQMC points (the last one for the
-        search and the adaptation of the proposal) (inverse CDF of scrambled
-        Sobol nets, whose first ``2^m`` points are a net for every ``m``)."""
-        from scipy.stats import norm, qmc
-
-        ss = np.random.SeedSequence(self.seed)
-        out = np.empty((self.scrambles + 1, n, dim))
-        for r, child in enumerate(ss.spawn(self.scrambles + 1)):
-            sob = qmc.Sobol(d=dim, scramble=True, seed=np.random.default_rng(child))
-            out[r] = norm.ppf(sob.random_base2(int(round(math.log2(n)))))
-        return out
+__all__ = ["LaplaceQMCChannel", "LaplaceQMCModel", "LaplaceQMCRule"]
 
 
 class LaplaceQMCChannel(ReducedChannel):
@@ -121,20 +60,9 @@ class LaplaceQMCChannel(ReducedChannel):
             f"dp_{model.name}_mixing", u_syms + pars, list(model.reduction.mixing),
             doc=f"mixing T(u) of {model.name} and its Laplace-RQMC posterior driver",
             extra_imports=("symtheory.core._moments_nb",),
-            extra_source=(_PEAK_TEMPLATE + _DRIVER).replace("CALL_ARGS", call))
+            extra_source=(_PEAK_TEMPLATE + _MIXTURE_TEMPLATE + _DRIVER).replace("CALL_ARGS", call))
         # sign flips of u (token-major flattening a M + m) that leave the link unchanged
-        free = list(model.free_rows)
-        flips = []
-        for group, even in model.even_groups.items():
-            if even and set(group) <= set(free):
-                f = np.ones(pf * M)
-                for a in group:
-                    f[free.index(a) * M:(free.index(a) + 1) * M] = -1.0
-                flips.append(f)
-        patterns = [np.ones(pf * M)]
-        for f in flips:
-            patterns += [p * f for p in patterns]
-        self.flips = np.ascontiguousarray(patterns[1:] if patterns[1:] else np.zeros((0, pf * M)))
+        self.flips = flip_patterns(model, [a * M + m for a in model.free_rows for m in range(M)])
         self._points = {}
 
     def _default_rule(self):
@@ -187,27 +115,23 @@ class LaplaceQMCChannel(ReducedChannel):
                 np.ascontiguousarray(B), np.ascontiguousarray(np.linalg.inv(C)),
                 float(np.linalg.slogdet(C)[1]))
         logZ, mean = np.empty(n), np.empty((n, P * M))
-        cov, err = np.empty((n, P * M, P * M)), np.full(n, np.inf)
-        comps, used = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        cov = np.empty((n, P * M, P * M))
+        comps = np.zeros(n, dtype=np.int64)
         drive = self.qmc_kernel.extra("{name}_rqmc")
-        tcrit = _student_t95(rule.scrambles - 1)
-        todo = np.arange(n)
-        npts = rule.points
-        while todo.size:
-            tn = self._rqmc_points(npts)
+        tcrit = rule.t95()
+
+        def run(todo, npts):
             sub = [a[todo] for a in fixed]
             out = (np.empty(todo.size), np.empty((todo.size, P * M)),
                    np.empty((todo.size, P * M, P * M)), np.empty(todo.size),
                    np.empty(todo.size, dtype=np.int64))
-            drive(*sub, np.ascontiguousarray(omega[todo]), *mats, self.flips, tn,
-                  int(rule.scan), float(rule.inflate), float(rule.prior_share),
-                  int(rule.adapt), 1.2, 1e-4, float(tcrit), sd, *out)
-            logZ[todo], mean[todo], cov[todo], err[todo], comps[todo] = out
-            used[todo] = npts
-            if npts >= rule.max_points:
-                break
-            todo = todo[~(err[todo] <= rule.tol)]
-            npts = min(4 * npts, rule.max_points)
+            drive(*sub, np.ascontiguousarray(omega[todo]), *mats, self.flips,
+                  self._rqmc_points(npts), int(rule.scan), float(rule.inflate),
+                  float(rule.prior_share), int(rule.adapt), 1.2, 1e-4, float(tcrit), sd, *out)
+            logZ[todo], mean[todo], cov[todo], comps[todo] = out[0], out[1], out[2], out[4]
+            return out[3]
+
+        err, used = rqmc_levels(rule, n, run)
         self.components = comps
         self.points_used = used
         method = (f"reduction (smi.md 9) + {rule.describe()}; error = 95% half-width over the "
@@ -217,96 +141,10 @@ class LaplaceQMCChannel(ReducedChannel):
         return logZ, mean.reshape(n, P, M), cov
 
 
-def _student_t95(dof: int) -> float:
-    from scipy.stats import t
-
-    return float(t.ppf(0.975, dof))
-
-
 # The driver reuses ``{name}_logterms`` / ``{name}_psi`` / ``{name}_newton`` of
-# :mod:`._posterior_rules` (log integrand per branch; Newton with central differences).
+# :mod:`._posterior_rules` (log integrand per branch; Newton with central differences) and
+# the mixture / RQMC pieces of :mod:`.laplace_qmc`.
 _DRIVER = '''
-
-@numba.njit(cache=True)
-def {name}_mixture_logq(x, cm, cLi, clog, ncomp, lqc):
-    """log of the Gaussian mixture density at x (clog holds log weight - log det); the
-    log of each weighted component into lqc."""
-    dfree = x.shape[0]
-    lq = -math.inf
-    for c in range(ncomp):
-        qq = 0.0
-        for i in range(dfree):
-            acc = 0.0
-            for k in range(i + 1):
-                acc += cLi[c, i, k] * (x[k] - cm[c, k])
-            qq += acc * acc
-        lqc[c] = clog[c] - 0.5 * qq
-        lq = {name}_logaddexp(lq, lqc[c])
-    return lq
-
-
-@numba.njit(cache=True)
-def {name}_tril_solve(L, b, out):
-    """out = inverse(L) b for a lower-triangular L (no LAPACK: nothing may raise inside the
-    parallel region)."""
-    n = L.shape[0]
-    for i in range(n):
-        acc = b[i]
-        for k in range(i):
-            acc -= L[i, k] * out[k]
-        out[i] = acc / L[i, i]
-
-
-@numba.njit(cache=True)
-def {name}_place(cm, cL, c, t, x):
-    """x = m_c + L_c t: the point of component c at the standard normal node t."""
-    for i in range(x.shape[0]):
-        acc = cm[c, i]
-        for k in range(i + 1):
-            acc += cL[c, i, k] * t[k]
-        x[i] = acc
-
-
-@numba.njit(cache=True)
-def {name}_finish_mixture(cm, cL, cLi, clog, cw, ncomp, dfree):
-    """log(weight / det) and the inverse Cholesky factor of every component."""
-    e = numpy.zeros(dfree)
-    col = numpy.zeros(dfree)
-    for c in range(ncomp):
-        ld = 0.0
-        for i in range(dfree):
-            ld += math.log(abs(cL[c, i, i]))
-        clog[c] = math.log(cw[c]) - ld - 0.5 * dfree * math.log(2 * math.pi)
-        for j in range(dfree):
-            e[:] = 0.0
-            e[j] = 1.0
-            {name}_tril_solve(cL[c], e, col)
-            for i in range(dfree):
-                cLi[c, i, j] = col[i]
-
-
-@numba.njit(cache=True)
-def {name}_laplace_factor(H, inflate, Lc):
-    """Lower Cholesky factor of inflate^2 inverse(-H) into Lc; False if -H is not
-    numerically positive definite."""
-    d = H.shape[0]
-    A = -H.copy()
-    if symtheory.core._moments_nb.cholesky_logdet(A) == -math.inf:
-        return False
-    e = numpy.zeros(d)
-    for j in range(d):
-        e[:] = 0.0
-        e[j] = 1.0
-        symtheory.core._moments_nb.cholesky_solve(A, e)
-        for i in range(d):
-            Lc[i, j] = e[i] * inflate * inflate
-    for i in range(d):
-        for j in range(i):
-            v = 0.5 * (Lc[i, j] + Lc[j, i])
-            Lc[i, j] = v
-            Lc[j, i] = v
-    return symtheory.core._moments_nb.cholesky_logdet(Lc) > -math.inf
-
 
 @numba.njit(cache=True)
 def {name}_rqmc_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu, Vuu_inv,
@@ -375,14 +213,7 @@ def {name}_rqmc_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu
                     xt[i] = x[i] * f
                     for k2 in range(dfree):
                         cL[ncomp, i, k2] = Lc[i, k2] * f
-                dup = False
-                for c in range(1, ncomp):
-                    dlt = xt - cm[c]
-                    {name}_tril_solve(cL[c], dlt, g)
-                    if numpy.sum(g * g) < 1.0:
-                        dup = True
-                        break
-                if dup:
+                if {name}_dedup(xt, cm, cL, ncomp, g):
                     continue
                 v = {name}_psi(xt, s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows,
                                Vuu_inv, logdet_Vuu, Bm, Cinv, logdetC, lk, Xall, tout, Tw,
@@ -394,17 +225,7 @@ def {name}_rqmc_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu
                 ncomp += 1
     # mixture weights: prior_share on component 0, the rest by the peaks' heights
     # (equal Laplace widths)
-    if ncomp == 1:
-        cw[0] = 1.0
-    else:
-        top = numpy.max(cw[1:ncomp])
-        tot = 0.0
-        for c in range(1, ncomp):
-            cw[c] = math.exp(cw[c] - top)
-            tot += cw[c]
-        for c in range(1, ncomp):
-            cw[c] *= (1.0 - prior_share) / tot
-        cw[0] = prior_share
+    {name}_peak_weights(cw, ncomp, prior_share)
     {name}_finish_mixture(cm, cL, cLi, clog, cw, ncomp, dfree)
     # adaptive importance sampling: refit each peak component to the weighted points
     # it is responsible for (moment matching, population Monte Carlo) on the extra
@@ -430,52 +251,10 @@ def {name}_rqmc_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu
             lw = tot - lq + math.log(cw[c])
             if not (abs(lw) < math.inf):
                 continue
-            if lw > aref:
-                if aref > -math.inf:
-                    f = math.exp(aref - lw)
-                    A0 *= f
-                    Asq *= f * f
-                    A1 *= f
-                    A2 *= f
-                aref = lw
-            w = math.exp(lw - aref)
-            for c2 in range(1, ncomp):
-                wr = w * math.exp(lqc[c2] - lq)
-                A0[c2] += wr
-                Asq[c2] += wr * wr
-                for i in range(dfree):
-                    A1[c2, i] += wr * x[i]
-                    for k2 in range(i + 1):
-                        A2[c2, i, k2] += wr * x[i] * x[k2]
-        tot_mass = 0.0
-        for c in range(1, ncomp):
-            tot_mass += A0[c]
-        if not tot_mass > 0:
+            aref = {name}_refit_add(x, lw, lq, lqc, ncomp, A0, Asq, A1, A2, aref)
+        if not {name}_refit(A0, Asq, A1, A2, cm, cL, cLi, clog, cw, ncomp, prior_share,
+                            adapt_inflate):
             break
-        for c in range(1, ncomp):
-            # refit only with enough effective points (ESS >= 4 (d + 1))
-            if A0[c] <= 0 or A0[c] * A0[c] < 4.0 * (dfree + 1) * Asq[c]:
-                continue
-            mu = A1[c] / A0[c]
-            Cv = numpy.empty((dfree, dfree))
-            for i in range(dfree):
-                for k2 in range(i + 1):
-                    Cv[i, k2] = (A2[c, i, k2] / A0[c] - mu[i] * mu[k2]) * adapt_inflate ** 2
-                    Cv[k2, i] = Cv[i, k2]
-            if not numpy.all(numpy.isfinite(Cv)):
-                continue
-            if symtheory.core._moments_nb.cholesky_logdet(Cv) == -math.inf:
-                continue
-            cm[c] = mu
-            cL[c] = Cv
-        for c in range(1, ncomp):
-            cw[c] = (1.0 - prior_share) * max(A0[c], 1e-3 * tot_mass) / tot_mass
-        nrm = 0.0
-        for c in range(1, ncomp):
-            nrm += cw[c]
-        for c in range(1, ncomp):
-            cw[c] *= (1.0 - prior_share) / nrm
-        {name}_finish_mixture(cm, cL, cLi, clog, cw, ncomp, dfree)
     out_comp[s] = ncomp
     # running sums per scrambling, centred at z0 and scaled by exp(-ref)
     S0 = numpy.zeros(R)
@@ -510,63 +289,9 @@ def {name}_rqmc_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu
                 for q in range(r):
                     for m in range(M):
                         z[solved_rows[q] * M + m] = Xall[k, m, q]
-                if ref == -math.inf:
-                    ref = lw
-                    z0[:] = z
-                if lw > ref:
-                    f = math.exp(ref - lw)
-                    S0 *= f
-                    S1 *= f
-                    S2 *= f
-                    ref = lw
-                w = math.exp(lw - ref)
-                S0[rr] += w
-                for a in range(d):
-                    za = z[a] - z0[a]
-                    S1[rr, a] += w * za
-                    for b in range(a + 1):
-                        S2[rr, a, b] += w * za * (z[b] - z0[b])
-    # pooled estimate and the spread of the R per-scrambling estimates
-    T0 = numpy.sum(S0)
-    if not (T0 > 0) or ref == -math.inf:
-        out_logZ[s] = -math.inf
-        out_mean[s] = numpy.nan
-        out_cov[s] = numpy.nan
-        out_err[s] = math.inf
-        return
-    nq = Npt
-    out_logZ[s] = ref + math.log(T0 / (R * nq))
-    mu = numpy.zeros(d)
-    for a in range(d):
-        mu[a] = numpy.sum(S1[:, a]) / T0
-        out_mean[s, a] = z0[a] + mu[a]
-    for a in range(d):
-        for b in range(a + 1):
-            v = numpy.sum(S2[:, a, b]) / T0 - mu[a] * mu[b]
-            out_cov[s, a, b] = v
-            out_cov[s, b, a] = v
-    # error: sample standard deviation of the per-scrambling moments / sqrt(R), x t_95
-    err = 0.0
-    if numpy.min(S0) <= 0 or broken:
-        err = math.inf
-    else:
-        nmom = 1 + d + d * (d + 1) // 2
-        est = numpy.empty((R, nmom))
-        for rr in range(R):
-            est[rr, 0] = math.log(S0[rr])
-            k = 1
-            for a in range(d):
-                est[rr, k] = (S1[rr, a] / S0[rr]) / sd[a]
-                k += 1
-            for a in range(d):
-                for b in range(a + 1):
-                    est[rr, k] = (S2[rr, a, b] / S0[rr] - S1[rr, a] * S1[rr, b] / (S0[rr] * S0[rr])) / (sd[a] * sd[b])
-                    k += 1
-        for k in range(nmom):
-            mk = numpy.mean(est[:, k])
-            var = numpy.sum((est[:, k] - mk) ** 2) / (R - 1)
-            err = max(err, tcrit * math.sqrt(var / R))
-    out_err[s] = err
+                ref, w = {name}_rqmc_add(rr, lw, z, S0, S1, S2, z0, ref)
+    {name}_rqmc_finish(S0, S1, S2, z0, ref, Npt, tcrit, sd, broken, s, out_logZ, out_mean,
+                       out_cov, out_err)
 
 
 @numba.njit(cache=True, parallel=True)

@@ -58,13 +58,14 @@ def add_model_options(p) -> None:
     p.add_argument("--noise", type=real_arg("--noise", **POSITIVE), default=None,
                    help="variance of Gaussian noise added to the output, in (0, inf) (default: "
                         "noiseless, which needs a model with a deterministic reduction)")
-    p.add_argument("--quadrature", default="gauss-hermite", choices=("gauss-hermite", "uniform"),
-                   help="channel quadrature rule over the integrated indices (default "
-                        "gauss-hermite)")
+    p.add_argument("--quadrature", default=None, choices=("gauss-hermite", "uniform"),
+                   help="channel quadrature rule over the integrated indices (default: the "
+                        "channel's own rule -- tensor gauss-hermite for a noiseless reduction, "
+                        "an adaptive or Laplace-centred RQMC rule under --noise)")
     p.add_argument("--quadrature-nodes",
                    type=int_arg("--quadrature-nodes", low=2, high=MAX_QUADRATURE_NODES),
-                   default=30, help=f"quadrature nodes per axis, an integer in [2, "
-                                    f"{MAX_QUADRATURE_NODES}] (default 30)")
+                   default=None, help=f"quadrature nodes per axis, an integer in [2, "
+                                    f"{MAX_QUADRATURE_NODES}] (default 30 when --quadrature is given)")
     add_seed(p)
 
 
@@ -115,9 +116,13 @@ def build_model(args):
 
 
 def _rule(args):
+    """The tensor rule of --quadrature / --quadrature-nodes, or None (the channel's default
+    rule) when neither is given."""
     from ..core.quadrature import TensorRule
 
-    return TensorRule(args.quadrature, args.quadrature_nodes, 6.0)
+    if args.quadrature is None and args.quadrature_nodes is None:
+        return None
+    return TensorRule(args.quadrature or "gauss-hermite", args.quadrature_nodes or 30, 6.0)
 
 
 def _overlap_text(text: str):
@@ -212,7 +217,7 @@ def cmd_se(args) -> int:
         cols["channel_error"].append(float("nan") if res.channel_error is None
                                      else res.channel_error)
     meta = {"model": model.description, "samples": args.samples, "seed": args.seed,
-            "quadrature": f"{rule.kind} {rule.n}", "noise_variance": noise,
+            "quadrature": rule.describe() if rule else "channel default", "noise_variance": noise,
             "side_information": lam, "start": args.start, "damping": args.damping,
             "normalization": NORMALIZATION,
             "stderr": "Q*_stderr: Monte-Carlo standard error of the fixed point (propagated "
@@ -222,8 +227,9 @@ def cmd_se(args) -> int:
                             "the inversion features, e.g. softmax logit differences, for a "
                             "noiseless reduced link: a shift independent of Q and alpha)",
             "nishimori_gap": "max |E g g^T - E(-dg)| / ||(rho - Q)^-1||",
-            "channel_error": "change of the posterior moments against half the quadrature "
-                             "nodes per axis (max over samples) at the fixed point"}
+            "channel_error": "the channel's estimated error of the posterior moments (max over "
+                             "samples) at the fixed point: change against half the quadrature "
+                             "nodes per axis, or the 95% half-width over RQMC scramblings"}
     return emit(Table(cols, meta), args, "smi_se", plot=_plot_se)
 
 
@@ -351,8 +357,9 @@ SE_COLUMNS = (
     "comparable across alpha, 0 up to Monte-Carlo error; "
     "channel_error = largest estimated error of the channel's posterior moments over the "
     "samples at the fixed point (change against the rule with half the quadrature nodes "
-    "per axis; log Z absolute, means in prior standard deviations): above ~1e-2 the "
-    "quadrature, not the Monte Carlo, limits the result -- raise --quadrature-nodes.")
+    "per axis, or, for a noisy link with >= 3 non-affine indices, the 95% half-width over "
+    "the RQMC scramblings; log Z absolute, means in prior standard deviations): above ~1e-2 "
+    "the quadrature, not the Monte Carlo, limits the result -- raise --quadrature-nodes.")
 ERROR_COLUMNS = (
     "Columns: kind (bo: Bayes-optimal error, smi.md Eq. 11; plugin: prediction with the mean "
     "weights, smi.md 10.5); error, its Monte-Carlo stderr, samples; overlap = the matrix "

@@ -1,0 +1,146 @@
+"""Laplace-centred mixture importance sampling with randomized quasi-Monte Carlo: the rule
+and the shared Numba pieces of the posterior rules that follow the likelihood.
+
+A posterior integral ``Z = int f(x) dx`` (with the moments of ``x`` under ``f / Z``) is
+the importance-sampling integral ``Z = E_q[f / q]`` over the mixture
+``q = sum_c pi_c N(m_c, S_c)`` of
+
+* component 0, a defensive Gaussian (the prior: ``f / q`` stays bounded where the
+  likelihood is flat);
+* Laplace components at the maxima of ``log f`` (multi-start Newton, e.g. from the prior
+  mean, its images under the sign flips of the link's even row groups (smi.md 2.2) and
+  the best points of a short scan of component 0), covariance ``inflate^2 (-Hessian)^{-1}``,
+  optionally refitted to the weighted points (moment matching, population Monte Carlo);
+
+each component fed the same points of a scrambled Sobol net (``scipy.stats.qmc``), with
+balance-heuristic weights ``f / q`` against the whole mixture: the estimator is unbiased
+(the ratio estimators of the moments consistent) whatever the components are -- the
+peaks only reduce its variance.  ``R`` independent scramblings give ``R`` estimates of
+``(log Z, E[x], E[x x^T])``; their spread is the reported error: the 95% Student-t
+half-width of their mean, in natural units (``log Z``; means over prior standard
+deviations; covariances over their products).  Samples above the tolerance are
+recomputed with 4x the points, up to ``max_points`` (:func:`rqmc_levels`).
+
+Users: :mod:`.deep_posterior` (noiseless reduced deep links) and
+:class:`~symtheory.glm.multi_index.GaussianNoiseChannel` (``|R| >= 2`` non-affine indices
+under Gaussian output noise).  The Numba pieces are the template
+``symtheory/glm/templates/laplace_mixture.py.tmpl`` (:data:`TEMPLATE`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.codegen import render_template
+from ..core.validate import ParameterError
+
+#: the shared mixture / RQMC kernel source (``{name}`` filled by Kernel)
+TEMPLATE = render_template(__package__, "laplace_mixture.py.tmpl")
+
+
+@dataclass(frozen=True)
+class LaplaceQMCRule:
+    """Accuracy request and budget of the Laplace-centred RQMC posterior rules.
+
+    ``tol``: target of the per-sample error (95% half-width over the scramblings, natural
+    units); ``points``: Sobol points per component and scrambling at the first level (a
+    power of 2); ``max_points``: the largest level; ``scrambles``: independent
+    randomizations (>= 4, error estimate); ``inflate``: widening of the Laplace
+    covariances (>= 1); ``prior_share``: weight of the defensive component; ``adapt``:
+    rounds of moment-matching refits of the peak components (adaptive importance
+    sampling); ``scan``: component-0 points scanned for a start; ``seed``: the
+    randomization (fixed, so the moments are a deterministic function of the inputs).
+    """
+
+    tol: float = 3e-3
+    points: int = 256
+    max_points: int = 4096
+    scrambles: int = 8
+    inflate: float = 1.5
+    prior_share: float = 0.15
+    adapt: int = 2
+    scan: int = 64
+    seed: int = 12345
+
+    def __post_init__(self):
+        if not (self.tol > 0 and math.isfinite(self.tol)):
+            raise ParameterError(f"tol must be finite and > 0, got {self.tol}")
+        for name in ("points", "max_points"):
+            v = int(getattr(self, name))
+            if v < 2 or v & (v - 1):
+                raise ParameterError(f"{name} must be a power of 2 >= 2, got {v}")
+        if self.max_points < self.points:
+            raise ParameterError(f"max_points ({self.max_points}) must be >= points ({self.points})")
+        if int(self.scrambles) < 4:
+            raise ParameterError(f"scrambles must be >= 4 (error estimate), got {self.scrambles}")
+        if not self.inflate >= 1:
+            raise ParameterError(f"inflate must be >= 1, got {self.inflate}")
+        if int(self.adapt) < 0:
+            raise ParameterError(f"adapt must be >= 0, got {self.adapt}")
+        if not 0 < self.prior_share < 1:
+            raise ParameterError(f"prior_share must be in (0, 1), got {self.prior_share}")
+        if not 1 <= int(self.scan) <= self.points:
+            raise ParameterError(f"scan must be in [1, points={self.points}], got {self.scan}")
+
+    def describe(self) -> str:
+        return (f"Laplace-centred RQMC (Sobol {self.points}..{self.max_points} points per "
+                f"component x {self.scrambles} scramblings, inflate {self.inflate:g}, "
+                f"tol {self.tol:g})")
+
+    def normal_points(self, dim: int, n: int) -> np.ndarray:
+        """``(scrambles + 1, n, dim)`` standard normal RQMC points (the last one for the
+        search and the adaptation of the proposal) (inverse CDF of scrambled
+        Sobol nets, whose first ``2^m`` points are a net for every ``m``)."""
+        from scipy.stats import norm, qmc
+
+        ss = np.random.SeedSequence(self.seed)
+        out = np.empty((self.scrambles + 1, n, dim))
+        for r, child in enumerate(ss.spawn(self.scrambles + 1)):
+            sob = qmc.Sobol(d=dim, scramble=True, seed=np.random.default_rng(child))
+            out[r] = norm.ppf(sob.random_base2(int(round(math.log2(n)))))
+        return out
+
+    def t95(self) -> float:
+        """Student-t 97.5% quantile with ``scrambles - 1`` degrees of freedom."""
+        from scipy.stats import t
+
+        return float(t.ppf(0.975, int(self.scrambles) - 1))
+
+
+def rqmc_levels(rule: LaplaceQMCRule, n: int, run):
+    """Per-sample escalation: ``run(todo, points) -> err`` computes the samples ``todo``
+    with ``points`` per component and scrambling and returns their errors; samples above
+    ``rule.tol`` are redone with 4x the points up to ``rule.max_points``.  Returns the
+    errors and the points each sample used."""
+    err = np.full(n, np.inf)
+    used = np.zeros(n, dtype=np.int64)
+    todo = np.arange(n)
+    npts = rule.points
+    while todo.size:
+        err[todo] = run(todo, npts)
+        used[todo] = npts
+        if npts >= rule.max_points:
+            break
+        todo = todo[~(err[todo] <= rule.tol)]
+        npts = min(4 * npts, rule.max_points)
+    return err, used
+
+
+def flip_patterns(model, coords) -> np.ndarray:
+    """Sign patterns ``(k, len(coords))`` (identity excluded) of the flips ``Z[group] ->
+    -Z[group]`` of the model's even row groups (``MultiIndexModel.even_groups``) that act
+    within ``coords`` (flat indices ``a M + m``), and of their products."""
+    coords = list(coords)
+    M = model.M
+    patterns = [np.ones(len(coords))]
+    for group, even in model.even_groups.items():
+        entries = [a * M + m for a in group for m in range(M)]
+        if not even or not set(entries) <= set(coords):
+            continue
+        f = np.ones(len(coords))
+        f[[coords.index(e) for e in entries]] = -1.0
+        patterns += [p * f for p in patterns]
+    return np.ascontiguousarray(np.array(patterns[1:], dtype=float).reshape(len(patterns) - 1,
+                                                                             len(coords)))
