@@ -421,3 +421,25 @@ def test_phase_diagram_writes_table_plot_and_parameters(tmp_path, capsys):
     assert (tmp_path / "smi_phase_diagram.png").stat().st_size > 1000
     params = json.load(open(tmp_path / "smi_phase_diagram.params.json"))
     assert "skip_grid" in json.dumps(params)
+
+
+@pytest.mark.slow
+def test_staircase_root_at_the_bracket_end(monkeypatch):
+    """Brent may return the upper end of the bracket itself (its best iterate when G there
+    is the smallest value seen); the difference step around q* then used to be 0 and
+    alpha_2 nan (seen at c = 2 with 4096 samples).  Forced here: the threshold is finite,
+    with a finite error bar, and lies between alpha(q) at the bracket's two ends (alpha(q)
+    increases on the stable branch, and the result is alpha(q*) moved by -G/G' along it)."""
+    import symtheory.glm.linearized as lin
+    from symtheory.core.solvers import SolverResult
+
+    def upper_end(f, lo, hi, **kw):
+        return SolverResult(hi, True, 0, 0.0, "brent", "root at upper end (forced)")
+
+    monkeypatch.setattr(lin, "find_root", upper_end)
+    res = staircase(deep_attention(2, 2, 1, 1.0), samples=256, seed=2)
+    assert math.isfinite(res.alpha) and math.isfinite(res.error)
+    scan = res.details["scan"]
+    lo_alpha = max(e["alpha"] for e in scan if e["G"] < 0)
+    hi_alpha = next(e["alpha"] for e in scan if e["G"] >= 0)
+    assert lo_alpha < res.alpha < hi_alpha + res.error
