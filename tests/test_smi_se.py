@@ -347,6 +347,40 @@ def test_saturated_softmax_skip_100_satisfies_nishimori():
     assert np.all(np.abs(mean) <= 4 * err + 1e-12)
 
 
+@pytest.mark.parametrize("skip, q1, q2, regime", [
+    (100.0, 0.99, 0.999999, "accurate"),   # both layers nearly known, weak mixing
+    (1.0, 0.5, 0.9999, "inaccurate"),      # layer 2 nearly known, layer 1 not: narrow peaks
+])
+def test_channel_error_estimate_tracks_the_actual_error(skip, q1, q2, regime):
+    """The SE's channel_error (change of the GH 30 moments against GH 45) against the
+    actual error of the GH 30 moments, measured with an independent rule: the trapezoid
+    rule with 601 nodes per axis on [-7, 7]^2 (601 and 1601 nodes agree to 1e-9 here).
+    The estimate is the actual error up to the finer rule's own error, so for a
+    converging rule it lies within a factor 2 of it (measured ratio 1.0-1.3); at skip 100
+    it is tiny where the old estimate (change against GH 15) said 8.4, and where GH 30
+    fails (~80 prior sds in some moment) it says so."""
+    from symtheory.core._moments_nb import moment_change_batch
+
+    se = StateEvolution(deep_attention(2, 2, 1, skip), 1.0, samples=16, seed=1)
+    Q = np.diag([q1, q2])
+    se.gout(Q)
+    estimate = se.channel_error
+    _, omega, V, Z = se.sample_channel(Q)
+    rp = se.features
+    Ebr, lw, valid, _ = rp.branches(rp.E_of_Z(Z))
+    used = rp.posterior(Ebr, lw, valid, omega, V, TensorRule())
+    ref = rp.posterior(Ebr, lw, valid, omega, V, TensorRule("uniform", 601, 7.0))
+    n = len(Z)
+    sd = np.sqrt(np.repeat(np.diag(V), 2))
+    actual = moment_change_batch(ref[0], ref[1].reshape(n, -1), ref[2], used[0],
+                                 used[1].reshape(n, -1), used[2], sd).max()
+    if regime == "accurate":
+        assert estimate < 1e-6 and actual < 1e-6
+    else:
+        assert estimate > 1.0 and actual > 1.0
+        assert 0.5 * actual <= estimate <= 2.0 * actual
+
+
 def test_nishimori_gap_is_scaled_and_finite_at_tiny_alpha(attention):
     """The gap is in units of ||V^-1|| (rho - Q ~ I here), not relative to the two
     means, which vanish at alpha = 1e-6, Q ~ 0 (the old measure divided by them).  It is

@@ -123,9 +123,16 @@ class TensorRule:
         weights = np.prod(np.stack([g.ravel() for g in wgrids], axis=1), axis=1)
         return np.ascontiguousarray(nodes), np.ascontiguousarray(weights)
 
-    def refined(self):
-        """A finer rule of the same kind (for a-posteriori error estimates)."""
-        return TensorRule(self.kind, 2 * int(self.n) - (self.kind == "uniform"), self.width)
+    def refined(self, factor: float = 2.0):
+        """A finer rule of the same kind with about ``factor`` times the nodes per axis
+        (``2 n - 1`` for the nested uniform rule at the default factor): the difference
+        to it estimates the error of this rule (a posteriori error estimate)."""
+        factor = float(factor)
+        if not factor > 1.0:
+            raise ParameterError(f"factor must be > 1, got {factor}")
+        if self.kind == "uniform" and factor == 2.0:
+            return TensorRule(self.kind, 2 * int(self.n) - 1, self.width)
+        return TensorRule(self.kind, int(math.ceil(factor * int(self.n))), self.width)
 
     def coarsened(self):
         """A rule with about half the nodes per axis: the difference to it estimates

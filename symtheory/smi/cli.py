@@ -228,8 +228,10 @@ def cmd_se(args) -> int:
                             "noiseless reduced link: a shift independent of Q and alpha)",
             "nishimori_gap": "max |E g g^T - E(-dg)| / ||(rho - Q)^-1||",
             "channel_error": "the channel's estimated error of the posterior moments (max over "
-                             "samples) at the fixed point: change against half the quadrature "
-                             "nodes per axis, or the 95% half-width over RQMC scramblings"}
+                             "samples) at the fixed point: change against 1.5x the quadrature "
+                             "nodes per axis (noiseless reduced link), against half the nodes "
+                             "(other tensor rules: an over-estimate), or the 95% half-width "
+                             "over RQMC scramblings"}
     return emit(Table(cols, meta), args, "smi_se", plot=_plot_se)
 
 
@@ -356,8 +358,9 @@ SE_COLUMNS = (
     "Bayes-optimality) in units of ||V^-1|| = 1/lambda_min(rho - Q), the scale bounding both: "
     "comparable across alpha, 0 up to Monte-Carlo error; "
     "channel_error = largest estimated error of the channel's posterior moments over the "
-    "samples at the fixed point (change against the rule with half the quadrature nodes "
-    "per axis, or, for a noisy link with >= 3 non-affine indices, the 95% half-width over "
+    "samples at the fixed point (noiseless reduced link: change against the rule with 1.5x "
+    "the quadrature nodes per axis; other tensor rules: change against half the nodes, an "
+    "over-estimate; a noisy link with >= 3 non-affine indices: the 95% half-width over "
     "the RQMC scramblings; log Z absolute, means in prior standard deviations): above ~1e-2 "
     "the quadrature, not the Monte Carlo, limits the result -- raise --quadrature-nodes.")
 ERROR_COLUMNS = (
