@@ -50,9 +50,10 @@ def main():
     stair_skips = args.staircase_skips or ([1.0] if quick else skips)
     samples = args.staircase_samples or (512 if quick else 4096)
     outer, inner = (32, 24) if quick else (48, 40)
+    target = 1e-2 if quick else 1e-4        # absolute error wanted on alpha_1
     params = dict(model="two-layer tied softmax attention, M = 2, r = 1", skips=skips,
                   staircase_skips=stair_skips, staircase_samples=samples, outer_nodes=outer,
-                  inner_nodes=inner, seed=0)
+                  inner_nodes=inner, seed=0, alpha_1_target_error=target)
     write_params(out, params)
     t0 = time.perf_counter()
     rows_dir = out / "rows"
@@ -61,11 +62,12 @@ def main():
     for c in skips:
         row_params = dict(skip=float(c), seq_len=2, staircase_samples=samples,
                           outer_nodes=outer, inner_nodes=inner, seed=0,
-                          with_staircase=c in stair_skips)
+                          with_staircase=c in stair_skips, target_error=target)
         one, how = _cached_row(rows_dir, row_params), "reused"
         if one is None:
             one = phase_diagram([c], staircase_samples=samples, outer_nodes=outer,
-                                inner_nodes=inner, with_staircase=c in stair_skips)
+                                inner_nodes=inner, with_staircase=c in stair_skips,
+                                target_error=target)
             _store_row(rows_dir, row_params, one)
             how = "computed"
         cols = one if cols is None else {k: cols[k] + one[k] for k in cols}

@@ -210,6 +210,29 @@ def test_noisy_phase_retrieval_values():
 
 
 # ------------------------------------------------------------------ two-layer attention
+def test_weak_recovery_target_error_doubles_the_grid(attention, monkeypatch):
+    """target_error: the observation grid doubles from outer_nodes until the error
+    estimate meets it; the result is the direct run at the grid reached.  A target the
+    largest grid cannot meet is reported (converged False, message), not hidden."""
+    import symtheory.glm.linearized as lin
+    from symtheory.core.validate import ParameterError
+
+    rule = TensorRule("gauss-hermite", 24)
+    res = weak_recovery(attention, outer_nodes=8, rule=rule, target_error=1e-4)
+    tried = res.details["outer_nodes_tried"]
+    assert [t.split(":")[0] for t in tried][:2] == ["8", "16"]
+    assert float(tried[0].split(": ")[1]) > 1e-4          # the start did not meet it
+    assert res.error <= 1e-4 and res.converged
+    n_last = int(tried[-1].split(":")[0])
+    direct = weak_recovery(attention, outer_nodes=n_last, rule=rule)
+    assert res.alpha == direct.alpha and res.error == direct.error
+    monkeypatch.setattr(lin, "MAX_OUTER_NODES", 16)
+    short = weak_recovery(attention, outer_nodes=8, rule=rule, target_error=1e-12)
+    assert not short.converged and "above target_error" in short.message
+    with pytest.raises(ParameterError, match="target_error"):
+        weak_recovery(attention, target_error=0.0)
+
+
 def test_attention_alpha1_c1_against_monte_carlo_of_the_channel(attention):
     """alpha_1(c = 1) to <= 1e-4 by the observation grid; checked against (a) a Monte-
     Carlo estimate of K_22 through the model's own channel (multi_index driver, y-space

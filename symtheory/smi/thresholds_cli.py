@@ -172,7 +172,7 @@ def published_points():
 
 
 def phase_diagram(skips, *, seq_len=2, staircase_samples=4096, outer_nodes=48, inner_nodes=40,
-                  seed=0, with_staircase=True, progress=None):
+                  seed=0, with_staircase=True, progress=None, target_error=1e-4):
     """Columns ``skip, alpha_1, alpha_1_error, alpha_2, alpha_2_error, bound`` of the
     two-layer softmax attention (``r = 1``): ``alpha_1`` the weak-recovery threshold (layer
     2 learned first, smi.md 10.4), ``alpha_2`` the staircase threshold of layer 1
@@ -185,7 +185,10 @@ def phase_diagram(skips, *, seq_len=2, staircase_samples=4096, outer_nodes=48, i
                             "bound", "staircase_converged")}
     for c in skips:
         model = deep_attention(2, seq_len, 1, float(c))
-        wr = weak_recovery(model, outer_nodes=outer_nodes, rule=TensorRule("gauss-hermite", inner_nodes))
+        # small c needs a finer observation grid (48 nodes: 7e-3 at c = 0.1, 4e-7 at c = 1)
+        wr = weak_recovery(model, outer_nodes=outer_nodes,
+                           rule=TensorRule("gauss-hermite", inner_nodes),
+                           target_error=target_error)
         cols["skip"].append(float(c))
         cols["alpha_1"].append(float(wr.alpha))
         cols["alpha_1_error"].append(float(wr.error))
@@ -267,11 +270,13 @@ def cmd_phase_diagram(args) -> int:
 
     cols = phase_diagram(skips, seq_len=args.seq_len, staircase_samples=args.staircase_samples,
                          outer_nodes=args.outer_nodes, inner_nodes=args.quadrature_nodes,
-                         seed=args.seed, with_staircase=not args.weak_only, progress=progress)
+                         seed=args.seed, with_staircase=not args.weak_only, progress=progress,
+                         target_error=args.target_error)
     meta = {"definition": DEFINITION, "model": "two-layer tied softmax attention, r = 1",
             "seq_len": args.seq_len, "skip_grid": list(args.skip_grid), "spacing": "geometric",
             "staircase_samples": args.staircase_samples, "outer_nodes": args.outer_nodes,
             "quadrature_nodes": args.quadrature_nodes, "seed": args.seed,
+            "target_error": args.target_error,
             "published": f"tests/reference/smi/{PUBLISHED} (columns named by layer; smi.md 10.4)"}
     return emit(Table(cols, meta), args, "smi_phase_diagram", plot=plot_phase_diagram)
 
@@ -333,6 +338,11 @@ def register_threshold(smi_subparsers) -> None:
                         "(0, inf), NUM an integer in [1, 200]")
     d.add_argument("--seq-len", type=int_arg("--seq-len", low=2, high=2), default=2,
                    help="tokens per sequence M (2: the reduction of smi.md 10)")
+    d.add_argument("--target-error", type=real_arg("--target-error", low=0.0, low_open=True),
+                   default=1e-4,
+                   help="absolute error wanted on alpha_1: the observation grid starts at "
+                        "--outer-nodes and doubles (up to 400 per axis) until its error "
+                        "estimate is below it, in (0, inf) (default 1e-4)")
     _add_numerics(d)
     add_output(d, plot="alpha_1, alpha_2 vs c with the bound and the published points")
     d.set_defaults(func=cmd_phase_diagram)
