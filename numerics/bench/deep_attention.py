@@ -36,7 +36,7 @@ import time
 import numpy as np
 
 TOL = 3e-2
-N_TRY = (10, 16, 24, 30, 40)
+N_TRY = (10, 16, 24, 30, 40, 50, 60)
 N_REF = 40
 STAGES = {"prior": (0.0, 0.0, 0.0), "layer 3 half": (0.0, 0.0, 0.5),
           "layer 3 nearly known": (0.2, 0.2, 0.98)}
