@@ -379,6 +379,19 @@ def test_cli_rows_and_columns(capsys):
     assert float(next(csv.DictReader(io.StringIO(out)))["alpha"]) == pytest.approx(0.50209472370, abs=1e-10)
 
 
+def test_cli_target_error_refines_the_weak_threshold(capsys):
+    """--target-error: from an 8-node observation grid (error ~1e-2) to <= 1e-4."""
+    argv = ["--model", "attention", "--weak-only", "--outer-nodes", "8",
+            "--quadrature-nodes", "24"]
+    code, out, _ = _cli(argv, capsys)
+    coarse = next(csv.DictReader(io.StringIO(out)))
+    code2, out2, _ = _cli(argv + ["--target-error", "1e-4"], capsys)
+    fine = next(csv.DictReader(io.StringIO(out2)))
+    assert code == code2 == 0
+    assert float(coarse["error"]) > 1e-4 >= float(fine["error"])
+    assert abs(float(fine["alpha"]) - 0.1851) <= 3e-3          # smi.md 10.4, +-3e-3
+
+
 def test_cli_model_file(tmp_path, capsys):
     """--model-file: the documented example (phase retrieval y = z^2) gives 1/2."""
     from symtheory.smi.model_file import EXAMPLE
@@ -406,6 +419,7 @@ def test_public_facade():
     (["--model", "attention", "--depth", "3"], "--depth must be 2 for the staircase"),
     (["--model", "attention", "--skip", "0"], "--skip must be in (0, inf)"),
     (["--model", "attention", "--staircase-samples", "10"], "--staircase-samples"),
+    (["--model", "attention", "--target-error", "0"], "--target-error must be in (0, inf)"),
 ])
 def test_cli_bad_input_names_the_parameter(argv, needle, capsys):
     code, out, err = _cli(argv, capsys)

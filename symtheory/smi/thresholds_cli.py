@@ -127,7 +127,8 @@ def cmd_threshold(args) -> int:
 
     rule = TensorRule("gauss-hermite", args.quadrature_nodes)
     results = [weak_recovery(model, noise_variance=noise, precision=precision,
-                             outer_nodes=args.outer_nodes, rule=rule)]
+                             outer_nodes=args.outer_nodes, rule=rule,
+                             target_error=args.target_error)]
     if want_stair:
         results.append(staircase(model, samples=args.staircase_samples, seed=args.seed))
     cols = {k: [] for k in ("kind", "alpha", "error", "method", "digits_confirmed", "subspace",
@@ -281,7 +282,13 @@ def cmd_phase_diagram(args) -> int:
     return emit(Table(cols, meta), args, "smi_phase_diagram", plot=plot_phase_diagram)
 
 
-def _add_numerics(p) -> None:
+def _add_numerics(p, target_error=None) -> None:
+    p.add_argument("--target-error", type=real_arg("--target-error", low=0.0, low_open=True),
+                   default=target_error,
+                   help="absolute error wanted on the weak-recovery alpha (observation grid, "
+                        "attention): the grid starts at --outer-nodes and doubles (up to 400 "
+                        "per axis) until its error estimate is below it, in (0, inf) "
+                        f"(default {target_error if target_error else 'none: one grid'})")
     p.add_argument("--outer-nodes", type=int_arg("--outer-nodes", low=4, high=400), default=48,
                    help="observation-grid nodes per axis (attention), an integer in [4, 400] "
                         "(default 48)")
@@ -338,11 +345,6 @@ def register_threshold(smi_subparsers) -> None:
                         "(0, inf), NUM an integer in [1, 200]")
     d.add_argument("--seq-len", type=int_arg("--seq-len", low=2, high=2), default=2,
                    help="tokens per sequence M (2: the reduction of smi.md 10)")
-    d.add_argument("--target-error", type=real_arg("--target-error", low=0.0, low_open=True),
-                   default=1e-4,
-                   help="absolute error wanted on alpha_1: the observation grid starts at "
-                        "--outer-nodes and doubles (up to 400 per axis) until its error "
-                        "estimate is below it, in (0, inf) (default 1e-4)")
-    _add_numerics(d)
+    _add_numerics(d, target_error=1e-4)
     add_output(d, plot="alpha_1, alpha_2 vs c with the bound and the published points")
     d.set_defaults(func=cmd_phase_diagram)
