@@ -105,9 +105,9 @@ def _store_row(rows_dir: Path, params: dict, one: dict) -> None:
     from symtheory import __version__
 
     csv_path, json_path = _row_paths(rows_dir, params["skip"])
-    write_csv(csv_path, [{k: ("true" if v[0] is True else "false"
-                                                if v[0] is False else v[0])
-                                          for k, v in one.items()}])
+    flags = {True: "true", False: "false"}
+    write_csv(csv_path, [{k: flags.get(v[0], v[0]) if isinstance(v[0], bool) else v[0]
+                          for k, v in one.items()}])
     json_path.write_text(json.dumps(
         dict(params, version=__version__, date=time.strftime("%Y-%m-%d %H:%M:%S")),
         indent=1) + "\n")

@@ -191,3 +191,30 @@ def test_fixed_point_stderr_is_finite_at_the_trivial_fixed_point():
     J = se.map_jacobian(np.zeros((2, 2)))
     assert J is not None and np.all(np.isfinite(J))
     assert np.all(np.isfinite(res.Q_stderr)) and np.max(res.Q_stderr) < 1e-12
+
+
+def test_tensor_rule_refined_and_coarsened():
+    """refined(factor): ~factor x the nodes per axis (the nested 2n - 1 for the uniform rule
+    at factor 2); a non-finite or <= 1 factor is refused naming it.  The finer rule's
+    change estimates the error of the coarser one: for E[t^(2k)] with Gauss-Hermite
+    (exact for degree < 2n) the 5-node rule is wrong at degree 10 and the 8-node rule of
+    refined(1.5) exact, so the change equals the actual error."""
+    from symtheory.core.quadrature import TensorRule
+    from symtheory.core.validate import ParameterError
+
+    gh = TensorRule("gauss-hermite", 30)
+    assert gh.refined(1.5) == TensorRule("gauss-hermite", 45)
+    assert gh.refined() == TensorRule("gauss-hermite", 60)
+    assert TensorRule("uniform", 41, 7.0).refined() == TensorRule("uniform", 81, 7.0)
+    assert TensorRule("uniform", 41, 7.0).refined(1.5).n == 62
+    for bad in (1.0, 0.5, float("inf"), float("nan")):
+        with pytest.raises(ParameterError, match="factor must be finite and > 1"):
+            gh.refined(bad)
+    five = TensorRule("gauss-hermite", 5)
+    x5, w5 = five.one_dim()
+    x8, w8 = five.refined(1.5).one_dim()
+    exact = 945.0                                   # E t^10 = 9!! for t ~ N(0, 1)
+    assert np.sum(w8 * x8 ** 10) == pytest.approx(exact, rel=1e-12)
+    change = abs(np.sum(w8 * x8 ** 10) - np.sum(w5 * x5 ** 10))
+    assert change == pytest.approx(abs(exact - np.sum(w5 * x5 ** 10)), rel=1e-10)
+    assert change > 1.0

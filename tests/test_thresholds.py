@@ -420,6 +420,8 @@ def test_public_facade():
     (["--model", "attention", "--skip", "0"], "--skip must be in (0, inf)"),
     (["--model", "attention", "--staircase-samples", "10"], "--staircase-samples"),
     (["--model", "attention", "--target-error", "0"], "--target-error must be in (0, inf)"),
+    (["--model", "sign-product", "--precision", "10", "--target-error", "1e-3"],
+     "--target-error refines the observation grid"),
 ])
 def test_cli_bad_input_names_the_parameter(argv, needle, capsys):
     code, out, err = _cli(argv, capsys)

@@ -128,8 +128,8 @@ class TensorRule:
         (``2 n - 1`` for the nested uniform rule at the default factor): the difference
         to it estimates the error of this rule (a posteriori error estimate)."""
         factor = float(factor)
-        if not factor > 1.0:
-            raise ParameterError(f"factor must be > 1, got {factor}")
+        if not (1.0 < factor < math.inf):
+            raise ParameterError(f"factor must be finite and > 1, got {factor}")
         if self.kind == "uniform" and factor == 2.0:
             return TensorRule(self.kind, 2 * int(self.n) - 1, self.width)
         return TensorRule(self.kind, int(math.ceil(factor * int(self.n))), self.width)

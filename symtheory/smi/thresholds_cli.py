@@ -126,6 +126,9 @@ def cmd_threshold(args) -> int:
     from ..glm.linearized import staircase, weak_recovery
 
     rule = TensorRule("gauss-hermite", args.quadrature_nodes)
+    if args.target_error is not None and precision is not None:
+        raise ParameterError("--target-error refines the observation grid; --precision uses "
+                             "mpmath instead: give one of them")
     results = [weak_recovery(model, noise_variance=noise, precision=precision,
                              outer_nodes=args.outer_nodes, rule=rule,
                              target_error=args.target_error)]
