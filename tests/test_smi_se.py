@@ -398,11 +398,12 @@ def test_nishimori_gap_is_scaled_and_finite_at_tiny_alpha(attention):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="issue 9, open: the saturated point integrates correctly (GH 30 vs "
-                   "GH 45: 1.6e-9) but takes ~280 iterations (escape from the unstable "
-                   "Q11 = 0, then a slow approach to Q = rho): 170 s at 2000 samples "
-                   "(measured), 10x that at the default 20,000; the acceptance bound is 60 s",
-                   strict=False)
+@pytest.mark.xfail(reason="issue 9, open: ~230 iterations (escape from the unstable Q11 = 0, "
+                   "then a slow approach to Q = rho: alpha = 1 is this model's perfect-"
+                   "recovery point); with the warm-up on 1250 of the 20,000 samples 235 s "
+                   "(measured under load; ~1700 s before), and at Q ~ rho - 1e-6 the "
+                   "channel error is 9.3 (GH 30 vs 45 on a posterior far narrower than the "
+                   "prior); the acceptance bound is 60 s", strict=False)
 @pytest.mark.parametrize("option", [["--skip", "100"]])
 def test_cli_se_saturated_point_under_a_minute(option):
     """Acceptance (issue 9): default settings, one alpha, a converged point with its
@@ -418,3 +419,37 @@ def test_cli_se_saturated_point_under_a_minute(option):
     assert cols["converged"] == "true"
     assert float(cols["channel_error"]) <= 1e-3 and float(cols["Q22_stderr"]) < 0.05
     assert elapsed < 60, f"{elapsed:.1f} s"
+
+
+def test_warm_up_on_a_sample_subset_reaches_the_same_fixed_point():
+    """solve() runs the transient on the first `warmup` frozen samples, then on all of them:
+    the result is the fixed point of the full-sample map either way (phase retrieval
+    y = z^2 at alpha = 0.8, Q* = 0.216 on these samples), converged to the same tolerance
+    -- two fixed points of one smooth map 1e-8 apart in residual agree to ~1e-7 (the
+    map's contraction near Q* is ~0.9) -- and the message names the stages."""
+    from symtheory.smi import outer_product
+
+    model = outer_product(1)
+    direct = StateEvolution(model, 0.8, samples=4000, seed=0).solve(warmup=None)
+    staged = StateEvolution(model, 0.8, samples=4000, seed=0).solve(warmup=1000)
+    assert direct.converged and staged.converged
+    assert 0.1 < direct.Q[0, 0] < 0.4
+    assert abs(staged.Q[0, 0] - direct.Q[0, 0]) < 1e-6
+    assert "1000 samples" in staged.message and "1000 samples" not in direct.message
+    assert staged.iterations > direct.iterations - 10    # every stage is counted
+
+
+@pytest.mark.parametrize("samples, warmup, expected", [
+    (20000, "auto", 1250), (2000, "auto", 1000), (1500, "auto", 1500), (600, "auto", 600),
+    (600, None, 600), (600, 2, 2), (600, 600, 600)])
+def test_warm_up_sample_count(attention, samples, warmup, expected):
+    """'auto' = max(1000, samples/16), no subset stage when that exceeds half the samples."""
+    se = StateEvolution(attention, 0.5, samples=samples, seed=0)
+    assert se.warmup_samples(warmup) == expected
+
+
+@pytest.mark.parametrize("warmup", [1, 601, 0.5, "half", True, float("nan")])
+def test_warm_up_rejects_bad_values(attention, warmup):
+    se = StateEvolution(attention, 0.5, samples=600, seed=0)
+    with pytest.raises(ValueError, match="warmup"):
+        se.warmup_samples(warmup)

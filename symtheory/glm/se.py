@@ -33,6 +33,7 @@ exactly zero (``structure='block'``) so Monte-Carlo noise cannot break the symme
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import dataclass, field
 
@@ -46,6 +47,13 @@ from .priors import GaussianPrior
 #: is estimated against at the fixed point (one evaluation: 1.5^D times its cost over D
 #: integrated coordinates)
 CHANNEL_ERROR_REFINEMENT = 1.5
+
+#: :meth:`StateEvolution.solve` warms up on the first ``max(WARMUP_MIN_SAMPLES,
+#: samples/WARMUP_FRACTION)`` frozen samples: a subset whose fixed point is within a few of
+#: its (4x larger) Monte-Carlo errors of the full one, so the full-sample stages start
+#: close and take few iterations
+WARMUP_MIN_SAMPLES = 1000
+WARMUP_FRACTION = 16
 
 
 @dataclass
@@ -334,7 +342,8 @@ class StateEvolution:
 
     # ------------------------------------------------------------------ solve
     def solve(self, Q0=None, *, damping=0.5, tol=1e-8, max_iter=300, newton_below=1e-3,
-              kick=0.05, max_kicks=3, progress=False, stderr=True) -> SEResult:
+              kick=0.05, max_kicks=3, progress=False, stderr=True,
+              warmup="auto") -> SEResult:
         """Stable fixed point of ``Q = F(Q)`` on the frozen samples, from ``Q0``: a thin
         client of the engine :func:`symtheory.core.solvers.fixed_point` on the free
         entries of ``Q`` (upper triangle inside the structure mask), with domain
@@ -348,6 +357,14 @@ class StateEvolution:
         map) remove the critical slowing down near thresholds; they are refused where
         the Jacobian has an eigenvalue > 1, i.e. towards an unstable fixed point.
         Converged when ``max |F(Q) - Q| <= tol (1 + max|Q|)``.
+
+        Cost: the iterations before the fixed point (an escape from an unstable point, a
+        staircase) run in cheaper stages, each warm-starting the next -- first on the
+        first :meth:`warmup_samples` of the frozen samples (``warmup``: ``"auto"``, an
+        integer, ``None`` = none), then on all of them with half the quadrature nodes per
+        axis (a reduced link) -- and only the last stage uses the full map.  The result is
+        the fixed point of the full map, converged by the same criterion; ``iterations``
+        counts every stage and the message names them.
 
         Stability: an even model keeps ``Q_ll = 0`` exactly, so a layer that decayed
         while another was being learned can sit on an *unstable* fixed point (the
@@ -389,17 +406,26 @@ class StateEvolution:
         self.estimate_channel_error = False
         q0, done = self._to_free(Q), 0
         rule = getattr(self, "feature_rule", None)
-        if rule is not None and rule.coarsened().n >= 8:
-            # the way to the fixed point on the rule with half the nodes per axis (a
-            # quarter of the cost); the fixed point itself on the requested rule, from there
-            self.feature_rule = rule.coarsened()
-            try:
-                first = iterate(q0, max_iter)
-            finally:
-                self.feature_rule = rule
-            q0, done = first.value, first.iterations
+        coarse = rule.coarsened() if rule is not None and rule.coarsened().n >= 8 else None
+        m = self.warmup_samples(warmup)
+        # the way to the fixed point is cheap stages, each warm-starting the next: the
+        # first m of the frozen samples (the transient -- e.g. a staircase of ~200
+        # iterations at skip 100 -- costs samples/m times less), then all samples, both on
+        # the rule with half the nodes per axis (a quarter of the cost); the fixed point
+        # itself on all samples and the requested rule, from there
+        stages = ([(m, coarse or rule)] if m < self.samples else []) + (
+            [(self.samples, coarse)] if coarse is not None else [])
+        for n_stage, stage_rule in stages:
+            with self._stage(n_stage, stage_rule):
+                first = iterate(q0, max(1, max_iter - done))
+            q0, done = first.value, done + first.iterations
         fp = iterate(q0, max(1, max_iter - done))
         fp.iterations += done
+        if stages:
+            fp.message += (f" in the final stage ({fp.iterations} iterations in all; warm-started "
+                           "by " + ", then ".join(
+                f"{n} samples" + ("" if r is None else f" on {r.describe()}")
+                for n, r in stages) + ")")
         Q = self._from_free(fp.value)
         self.estimate_channel_error = True
         Qhat, se, gap = self.qhat(Q)
@@ -417,6 +443,41 @@ class StateEvolution:
                           stacklevel=2)
         return SEResult(Q, Qhat, fp.converged, fp.iterations, fp.residual, se, Q_se, gap, msg,
                         trace, stable=fp.stable, channel_error=channel_error)
+
+    def warmup_samples(self, warmup="auto") -> int:
+        """Samples of the first warm-up stage of :meth:`solve`: ``"auto"`` = the larger of
+        :data:`WARMUP_MIN_SAMPLES` and ``samples/WARMUP_FRACTION`` (all samples -- no
+        subset stage -- when that is more than half of them); an integer in ``[2,
+        samples]``; ``None`` for no subset stage."""
+        if warmup is None:
+            return self.samples
+        if isinstance(warmup, str):
+            if warmup != "auto":
+                raise ValueError(f"warmup must be 'auto', None or an integer, got {warmup!r}")
+            m = max(WARMUP_MIN_SAMPLES, self.samples // WARMUP_FRACTION)
+            return m if 2 * m <= self.samples else self.samples
+        if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or not (
+                2 <= warmup <= self.samples):
+            raise ValueError(f"warmup must be an integer in [2, samples = {self.samples}], "
+                             f"'auto' or None, got {warmup!r}")
+        return int(warmup)
+
+    @contextlib.contextmanager
+    def _stage(self, n, rule):
+        """Evaluate the map on the first ``n`` frozen samples (nested in the full set: the
+        same draws, so a stage's fixed point is a warm start for the next) and, for a
+        reduced link, with ``rule``; restored on exit."""
+        saved = (self.samples, self.xi, self.eta, self.noise, getattr(self, "feature_rule", None))
+        self.samples, self.xi, self.eta = n, self.xi[:n], self.eta[:n]
+        self.noise = None if self.noise is None else self.noise[:n]
+        if rule is not None:
+            self.feature_rule = rule
+        try:
+            yield
+        finally:
+            self.samples, self.xi, self.eta, self.noise = saved[:4]
+            if saved[4] is not None:
+                self.feature_rule = saved[4]
 
     # ------------------------------------------------------------ parametrization
     def _free_entries(self):
