@@ -187,3 +187,75 @@ def mse(S_hat, S) -> float | np.ndarray:
     S = np.asarray(S)
     diff = np.asarray(S_hat) - S
     return np.sum(diff * diff, axis=(-2, -1)) / S.shape[-1]
+
+
+@dataclass
+class DeepAIMData:
+    """Deep AIM data (aim.md 1.3; :mod:`symtheory.aim.deep`): tokens ``X`` ``(n, T, d)``,
+    per-layer teachers ``W`` ``(L, d, r)`` and ``S`` ``(L, d, d)``, indices ``h``
+    ``(L, n, T, T)``, outputs ``y`` ``(n, T, T)`` with output noise of variance ``noise``."""
+
+    X: np.ndarray
+    W: np.ndarray
+    S: np.ndarray
+    h: np.ndarray
+    y: np.ndarray
+    skip: float
+    inv_temp: float
+    noise: float
+    seed: tuple
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[2]
+
+    @property
+    def depth(self) -> int:
+        return self.W.shape[0]
+
+    @property
+    def alpha(self) -> float:
+        return self.n / self.d ** 2
+
+    @property
+    def rho(self) -> float:
+        return self.W.shape[2] / self.d
+
+
+def deep_outputs(h, skip: float, inv_temp: float):
+    """aim.md 1.3 as written: ``M_0 = I``, ``M_l = (c I + softmax(M_{l-1} h^(l)
+    M_{l-1}^T)) M_{l-1}``, ``y = softmax(M_{L-1} h^(L) M_{L-1}^T)`` (row softmax at
+    ``inv_temp``); ``h`` of shape ``(L, n, T, T)``."""
+    L, n, T, _ = h.shape
+    mixing = np.broadcast_to(np.eye(T), (n, T, T))
+    for l in range(L):
+        scores = mixing @ h[l] @ np.swapaxes(mixing, 1, 2)
+        soft = apply_link(scores, "softmax", inv_temp)
+        if l == L - 1:
+            return soft
+        mixing = (skip * np.eye(T) + soft) @ mixing
+
+
+def generate_deep(d, alpha, *, rho, depth: int = 2, seq_len: int = 2, skip: float = 1.0,
+                  inv_temp: float = 1.0, noise: float, seed=0) -> DeepAIMData:
+    """Deep AIM teacher data: draws ``W_1..W_L``, ``X``, output noise (in that order) from
+    one generator seeded by ``seed``; ``noise > 0`` is the output-noise variance."""
+    d, n, r = sizes(d, alpha, rho)
+    L = validate.integer("depth", depth, low=2)
+    _, T, inv_temp = check_link("softmax", seq_len, inv_temp)
+    skip = validate.real("skip", skip, low=0.0)
+    noise = validate.real("noise", noise, low=0.0, low_open=True)
+    seq = seed_sequence(seed)
+    check_allocation(8 * (n * T * (d + L * r + 3 * T) + L * d * (d + r)),
+                     what=f"deep AIM data (n={n}, T={T}, d={d}, r={r}, L={L})")
+    rng = np.random.default_rng(seq)
+    W = rng.standard_normal((L, d, r))
+    X = rng.standard_normal((n, T, d))
+    h = np.stack([attention_indices(X, W[l]) for l in range(L)])
+    y = deep_outputs(h, skip, inv_temp) + math.sqrt(noise) * rng.standard_normal((n, T, T))
+    return DeepAIMData(X=X, W=W, S=teacher_matrix(W), h=h, y=y, skip=skip, inv_temp=inv_temp,
+                       noise=noise, seed=tuple(int(s) for s in seq.entropy))

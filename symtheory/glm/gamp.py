@@ -104,25 +104,53 @@ def gamp(Phi: np.ndarray, y: np.ndarray, *, channel, channel_params=(), denoiser
          v0: float = 1.0, x0: np.ndarray | None = None, a_estimator: str = "derivative", damping: float = 0.0,
          max_iter: int = 200, tol: float = 1e-9, truth: np.ndarray | None = None,
          se_map: Callable | None = None, divergence_bound: float = 1e3,
-         restore_best: bool = True, progress: bool = False) -> GampResult:
+         restore_best: bool = True, progress: bool = False, blocks=None) -> GampResult:
     """Run GAMP; see the module docstring.  ``denoiser(R, noise_var) -> (x, V)``;
     ``damping`` = weight of the previous iterate in [0, 1) (0: undamped).  ``Phi`` may be
     any linear operator with ``shape``, ``Phi @ x`` and ``Phi.T @ g`` (e.g. a
     :class:`scipy.sparse.linalg.LinearOperator`: the matrix need not be stored).  ``x0``
     (default 0) is the first estimate, ``v0`` its error variance (the prior's mean and
-    variance for a prior that is not centred)."""
+    variance for a prior that is not centred).
+
+    ``blocks = (output_block, input_block)``: integer block labels ``0..B-1`` of the
+    outputs (length ``n``) and coordinates (length ``p``) of a block-diagonal ``Phi``
+    (e.g. the layers of a deep model: block ``b``'s outputs see only block ``b``'s
+    coordinates, each with unit-variance rows).  Then ``V``, ``A`` and the noise are one
+    number per block (``alpha_b = n_b/p_b``): the channel gets ``V`` as a length-``B``
+    array (block ``b``'s outputs have variance ``V_b``), the denoiser gets the
+    per-block noise variances and returns per-block ``V``; ``v0`` may be a scalar or a
+    length-``B`` array; ``y`` goes to the channel as it is (a joint channel of the
+    blocks' outputs need not have one observation per output).  Without ``blocks`` (one block) both get floats, as before."""
     if a_estimator not in ("derivative", "square"):
         raise ValueError(f"a_estimator must be 'derivative' or 'square', got {a_estimator!r}")
     damp = MessageDamping(damping)
     n, p = Phi.shape
-    if y.shape != (n,):
+    if blocks is None and y.shape != (n,):
         raise ValueError(f"y must have shape ({n},), got {y.shape}")
-    alpha = n / p
+    if blocks is None:
+        out_b, in_b = np.zeros(n, dtype=int), np.zeros(p, dtype=int)
+    else:
+        out_b, in_b = (np.asarray(b) for b in blocks)
+        if out_b.shape != (n,) or in_b.shape != (p,) or not (
+                np.issubdtype(out_b.dtype, np.integer) and np.issubdtype(in_b.dtype, np.integer)):
+            raise ValueError(f"blocks must be two integer label arrays of lengths ({n}, {p})")
+    B = int(max(out_b.max(), in_b.max())) + 1
+    n_b, p_b = np.bincount(out_b, minlength=B), np.bincount(in_b, minlength=B)
+    if np.any(n_b == 0) or np.any(p_b == 0):
+        raise ValueError(f"every block needs outputs and coordinates, got {n_b}, {p_b}")
+    alpha = n_b / p_b
+
+    def per_block(values):            # mean over each block's outputs
+        return np.bincount(out_b, weights=values, minlength=B) / n_b
+
+    def outward(arr):                 # what the channel / denoiser / trace see
+        return float(arr[0]) if blocks is None else arr.copy()
+
     x = np.zeros(p) if x0 is None else np.array(x0, dtype=float)
     if x.shape != (p,):
         raise ValueError(f"x0 must have shape ({p},), got {x.shape}")
-    v = float(v0)
-    v_se = float(v0)
+    v = np.broadcast_to(np.asarray(v0, dtype=float), (B,)).copy()
+    v_se = v.copy()
     g = np.zeros(n)
     cols = ("iteration", "mse", "variance", "se_variance", "A", "noise", "change")
     trace = {c: [] for c in cols}
@@ -133,41 +161,44 @@ def gamp(Phi: np.ndarray, y: np.ndarray, *, channel, channel_params=(), denoiser
 
     it = 0
     for it in progress_bar(range(1, max_iter + 1), desc="GAMP", enabled=progress):
-        omega = Phi @ x - v * g
-        g, dg = channel.gout(y, omega, v, *channel_params)
-        g2 = float(np.mean(g * g))
-        A = alpha * g2 if a_estimator == "square" else -alpha * float(np.mean(dg))
-        if not (np.isfinite(A) and A > 0):
-            diverged, message = True, f"iteration {it}: A = {A} (must be positive and finite)"
+        omega = Phi @ x - v[out_b] * g
+        g, dg = channel.gout(y, omega, outward(v), *channel_params)
+        g2 = per_block(g * g)
+        A = alpha * g2 if a_estimator == "square" else -alpha * per_block(np.ravel(dg))
+        if not np.all(np.isfinite(A) & (A > 0)):
+            diverged, message = True, (f"iteration {it}: A = {outward(A)} (must be positive "
+                                       f"and finite)")
             break
-        noise = alpha * g2 / A**2  # measured variance of Phi^T g / A
+        noise_b = alpha * g2 / A**2  # measured variance of Phi^T g / A, per block
+        noise = float(np.max(noise_b))
         if noise < best[0]:
-            best = (noise, x.copy(), v, it - 1)
-        if restore_best and noise > 10 * best[0] and noise > 1.5 / A and it > 2:
+            best = (noise, x.copy(), v.copy(), it - 1)
+        if (restore_best and noise > 10 * best[0] and np.any(noise_b > 1.5 / A)
+                and it > 2):
             x, v = best[1], best[2]
             stopped = True
             message = (f"stopped at iteration {it}: measured noise {noise:.3g} rose above "
-                       f"10x its minimum {best[0]:.3g} (predicted {1 / A:.3g}); returned the "
+                       f"10x its minimum {best[0]:.3g} (predicted {float(np.min(1 / A)):.3g}); returned the "
                        f"iterate of iteration {best[3]}")
             break
         g = damp.damped("g_out", g)        # the Onsager term of the next omega uses it
         A_bar = damp.damped("A", A)
-        R = damp.damped("estimate", x) + (Phi.T @ g) / A_bar
-        x_new, v_new = denoiser(R, 1.0 / A_bar)
-        v_new = float(v_new)
-        if not (np.all(np.isfinite(x_new)) and np.isfinite(v_new)):
+        R = damp.damped("estimate", x) + (Phi.T @ g) / A_bar[in_b]
+        x_new, v_new = denoiser(R, outward(1.0 / A_bar))
+        v_new = np.broadcast_to(np.asarray(v_new, dtype=float), (B,)).copy()
+        if not (np.all(np.isfinite(x_new)) and np.all(np.isfinite(v_new))):
             diverged, message = True, f"iteration {it}: denoiser returned non-finite values"
             break
         if se_map is not None:
-            v_se = float(se_map(v_se))
+            v_se = np.broadcast_to(np.asarray(se_map(outward(v_se)), dtype=float), (B,)).copy()
         change = float(np.mean((x_new - x) ** 2))
         x, v = x_new, v_new
         trace["iteration"].append(it)
         trace["mse"].append(float(np.mean((x - truth) ** 2)) if truth is not None else float("nan"))
-        trace["variance"].append(v)
-        trace["se_variance"].append(v_se if se_map is not None else float("nan"))
-        trace["A"].append(A_bar)
-        trace["noise"].append(noise)
+        trace["variance"].append(outward(v))
+        trace["se_variance"].append(outward(v_se) if se_map is not None else float("nan"))
+        trace["A"].append(outward(A_bar))
+        trace["noise"].append(outward(noise_b))
         trace["change"].append(change)
         if float(np.mean(x * x)) > divergence_bound:
             diverged, message = True, (f"iteration {it}: mean square of the estimate "
@@ -184,7 +215,7 @@ def gamp(Phi: np.ndarray, y: np.ndarray, *, channel, channel_params=(), denoiser
         warnings.warn(f"GAMP diverged: {message}", ConvergenceWarning, stacklevel=2)
     elif not converged:
         warnings.warn(f"GAMP {message}", ConvergenceWarning, stacklevel=2)
-    res = GampResult(x, v, converged, diverged, it, message, trace)
+    res = GampResult(x, outward(v), converged, diverged, it, message, trace)
     res.stopped = stopped
     if stopped:  # the reported estimate is the restored one
         res.final_estimate_mse = float(np.mean((x - truth) ** 2)) if truth is not None else float("nan")

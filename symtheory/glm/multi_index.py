@@ -314,6 +314,29 @@ def gout_from_moments(mean, cov, omega, V):
     return g, dg
 
 
+class BlockGampChannel:
+    """A multi-index channel in the flat layout of :func:`symtheory.glm.gamp.gamp` with
+    ``blocks``: outputs ordered ``(sample, row, token)``, one block per row (layer), the
+    ``P`` row variances ``V`` (the engine's per-block variances; ``V = diag(V)``, rows
+    independent given the data).  ``gout`` returns ``g_out`` and the diagonal of
+    ``d g_out/d omega`` (smi.md Eq. 12) from the channel's posterior moments;
+    ``last_error`` keeps the channel's largest estimated error of the last call."""
+
+    def __init__(self, channel, P: int, M: int, n_out: int):
+        self.channel, self.P, self.M, self.n_out = channel, P, M, n_out
+        self.last_error = None
+
+    def gout(self, y, omega, V):
+        n = len(omega) // (self.P * self.M)
+        V = np.diag(np.broadcast_to(np.asarray(V, dtype=float), (self.P,)))
+        om = np.asarray(omega, dtype=float).reshape(n, self.P, self.M)
+        _, mean, cov = self.channel.moments(np.asarray(y).reshape(n, self.n_out), om, V)
+        self.last_error = getattr(self.channel, "last_error", None)
+        g, dg = gout_from_moments(mean, cov, om, V)
+        diag = np.einsum("sambm->sam", dg)
+        return g.ravel(), diag.ravel()
+
+
 class _ChannelBase:
     """Shared post-processing: moments -> ``g_out``, ``dg_out``."""
 

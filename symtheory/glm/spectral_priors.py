@@ -216,3 +216,89 @@ class SymmetricRIE:
         R = np.asarray(R, dtype=float)
         lam, V = np.linalg.eigh(0.5 * (R + R.T))
         return (V * self.eigenvalue_map(lam, law_params, D)) @ V.T
+
+
+class LayerwiseMatrixPrior:
+    """Independent rotation-invariant priors on ``L`` matrices ``S_1..S_L`` with known
+    means ``m_l I``, as the prior channel of a multi-index state evolution
+    (:class:`symtheory.glm.se.StateEvolution`; deep AIM, aim.md 3.7).
+
+    The indices of layer ``l`` are ``u^(l)_k = Tr(G^k S_l)`` with unit sensing matrices
+    ``G^k`` shared by the layers; ``S_l = m_l I + (S_l - m_l I)`` splits each into the
+    known part ``m_l Tr G^k`` (the same standard Gaussian ``zeta_k`` for every layer) and
+    independent fluctuations.  Hence, with ``Q0_l = (1/d) Tr S_l^2``, the index covariance
+    and the overlap matrix of the state evolution are
+
+        rho_ll = Q0_l,   rho_lm = m_l m_m,      Q_ll = q_l,   Q_lm = m_l m_m  (l != m),
+
+    so ``V = rho - Q = diag(Q0_l - q_l)`` and ``omega = Q^{1/2} xi`` has the law of aim.md
+    3.7 (``omega^(l) = m_l zeta + sqrt(q_l - m_l^2) eta^(l)``).  The prior map decouples
+    (aim.md 3.7):
+
+        q_l = Q0_l - mmse_l(1/q_hat_l),    q_hat_l = c Q_hat_ll,
+
+    ``c`` = measurements per unit ``alpha`` and parameter (``c = 2`` for a symmetric
+    ``d x d`` matrix sensed ``alpha d^2`` times, aim.md 3.3), ``Q_hat = alpha E[g g^T]``
+    from the SE; the off-diagonal of ``Q_hat`` carries no information (independent
+    priors).  Below ``q_hat_l = SMALL_SNR`` the small-signal expansion
+    ``q_l - m_l^2 = var_l^2 q_hat_l + O(q_hat_l^2)`` (``var_l = Q0_l - m_l^2``, I-MMSE)
+    replaces ``mmse_l`` (its spectral integral loses relative accuracy as ``D -> inf``).
+
+    ``mmse``: callables ``D -> mmse_l(D)``; ``second_moments``: ``Q0_l``; ``means``:
+    ``m_l``.
+    """
+
+    #: below this q_hat the small-signal expansion of the prior map is used (error <= 1e-16)
+    SMALL_SNR = 1e-8
+
+    def __init__(self, mmse, second_moments, means, *, measurements: float = 2.0):
+        self.mmse = list(mmse)
+        self.Q0 = np.asarray(second_moments, dtype=float)
+        self.means = np.asarray(means, dtype=float)
+        L = len(self.mmse)
+        if self.Q0.shape != (L,) or self.means.shape != (L,):
+            raise ValueError(f"second_moments and means need one value per layer ({L}), got "
+                             f"{self.Q0.shape} and {self.means.shape}")
+        self.var = self.Q0 - self.means ** 2
+        if not np.all(np.isfinite(self.var)) or np.any(self.var <= 0):
+            raise ValueError(f"each layer needs Q0 > mean^2 (a random matrix), got Q0 = "
+                             f"{self.Q0.tolist()}, means = {self.means.tolist()}")
+        if not (np.isfinite(measurements) and measurements > 0):
+            raise ValueError(f"measurements must be finite and > 0, got {measurements}")
+        self.c = float(measurements)
+
+    def rho(self, P):
+        if P != len(self.mmse):
+            raise ValueError(f"the prior has {len(self.mmse)} layers, the model {P} rows")
+        out = np.outer(self.means, self.means)
+        np.fill_diagonal(out, self.Q0)
+        return out
+
+    def uninformed(self) -> np.ndarray:
+        """The overlap at zero information, ``Q = m m^T`` (the SE's uninformed start)."""
+        return np.outer(self.means, self.means)
+
+    def layer_overlap(self, l: int, qhat: float) -> float:
+        """``q_l(q_hat_l)`` of one layer."""
+        if not (np.isfinite(qhat) and qhat >= 0):
+            raise ValueError(f"q_hat of layer {l} must be finite and >= 0, got {qhat}")
+        if qhat < self.SMALL_SNR:
+            return float(self.means[l] ** 2 + self.var[l] ** 2 * qhat)
+        return float(self.Q0[l] - self.mmse[l](1.0 / qhat))
+
+    def overlap_map(self, Qhat: np.ndarray) -> np.ndarray:
+        Qhat = np.asarray(Qhat, dtype=float)
+        out = np.outer(self.means, self.means)
+        for l in range(len(self.mmse)):
+            qh = float(Qhat[l, l])
+            # a PSD Q_hat (the SE projects it) has a diagonal >= 0 up to rounding
+            out[l, l] = self.layer_overlap(l, self.c * (0.0 if -1e-12 < qh < 0 else qh))
+        return out
+
+    def psi(self, Qhat):
+        raise NotImplementedError("the free entropy of a layer-wise matrix prior is not "
+                                  "implemented (the SE's fixed points, overlaps and errors are)")
+
+    def inverse_overlap_map(self, Q):
+        raise NotImplementedError("the inverse prior map of a layer-wise matrix prior is not "
+                                  "implemented")
