@@ -151,3 +151,37 @@ def test_block_gamp_rejects_bad_blocks():
     with pytest.raises(ValueError, match="every block"):
         gamp(Phi, np.zeros(4), channel=None, denoiser=None,
              blocks=(np.array([0, 0, 0, 0]), np.array([0, 0, 1, 1])))
+
+
+def test_se_samples_have_the_law_of_aim_md_3_7():
+    """With the layer-wise prior, the SE's omega = Q^{1/2} xi has covariance Q (the
+    shared known part sqrt(rho_l rho_m) between layers, q_l on the diagonal) and the
+    indices Z = omega + V^{1/2} eta covariance rho = [[Q0, rho], [rho, Q0]]: aim.md 3.7's
+    omega^(l) = sqrt(rho) zeta + sqrt(q_l - rho) eta^(l).  Monte Carlo over 40,000 x 3
+    draws per entry, bound 5 standard errors (~0.02 for these variances)."""
+    from symtheory.aim.deep import deep_aim_model, layer_prior
+    from symtheory.glm.se import StateEvolution
+
+    prior = layer_prior(2, 0.5)
+    se = StateEvolution(deep_aim_model(2, 2), 0.5, samples=40000, seed=1, noise_variance=0.1,
+                        prior=prior, structure="full", check_channel=False)
+    Q = prior.uninformed() + np.diag([0.3, 0.8])
+    _, omega, V, Z = se.sample_channel(Q)
+    assert np.allclose(V, np.diag([0.7, 0.2]))
+    for sample, want in ((omega, Q), (Z, prior.rho(2))):
+        x = np.moveaxis(sample, 2, 1).reshape(-1, 2)       # (samples x tokens, layers)
+        cov = x.T @ x / len(x)
+        assert np.allclose(cov, want, atol=5 * 1.6 * np.sqrt(2 / len(x)))
+
+
+def test_cli_deep_refuses_bad_options():
+    import subprocess
+    import sys
+
+    for argv, msg in ((["--alpha", "0.3"], "--noise"),
+                      (["--alpha", "0.3", "--noise", "0.1", "--depth", "1"], "--depth"),
+                      (["--alpha", "-1", "--noise", "0.1"], "--alpha"),
+                      (["--alpha", "0.3", "--noise", "0.1", "--gamp-d", "2"], "--gamp-d")):
+        out = subprocess.run([sys.executable, "-m", "symtheory.cli", "aim", "deep", *argv],
+                             capture_output=True, text=True)
+        assert out.returncode == 2 and msg in out.stderr, out.stderr

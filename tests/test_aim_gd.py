@@ -540,3 +540,26 @@ def test_acceptance_gd_reproduces_the_papers_experiment():
     assert abs(t["mse_averaged_limit"][0] - bayes[0]) < 0.05
     assert abs(t["mse_averaged"][2] - bayes[2]) < 0.05
     assert 1.6 < t["mse_single"][0] / bayes[0] < 2.2
+
+
+@pytest.mark.slow
+@needs_jax
+@needs_reference
+def test_acceptance_averaged_gd_within_005_of_bayes_at_three_alphas():
+    """Issue 11: averaged GD (d = 100, 16 students, softmax T = 2, rho = 0.5) within 0.05 of
+    the Bayes curve at three alphas -- where it holds.  Measured (seed 0, two teachers
+    each): alpha = 0.1758: +0.047 / +0.037 (Bayes 0.037); 0.2101: +0.015 / +0.020 (Bayes 0,
+    alpha_PR = 0.1875); 0.2511: +1e-4 / +6e-4.  It does NOT hold for 0.03 <= alpha <= 0.15:
+    +0.053 at 0.0296 (four teachers: 0.908, 0.895, 0.917, 0.905 against 0.853), +0.071 at
+    0.1471, +0.06-0.09 at 0.103; the authors' own d = 200 averages of 32 students sit
+    +0.049 to +0.066 above Bayes over the same range (0.0296 ... 0.1471), so the gap is GD's
+    (students are not posterior samples), not finite size or too few students.  Bound 0.05
+    as the issue states; the teacher-to-teacher spread at 0.1758 is ~0.01 (~4 min)."""
+    from symtheory.aim.gd import gd_curve
+
+    alphas = [float(a) for a in np.geomspace(0.0012, 0.3, 32)[[28, 29, 30]]]
+    t = gd_curve(alphas, d=100, rho=0.5, seq_len=2, students=16, teachers=2, seed=0)
+    bayes = bayes_t2(t["alpha"])
+    print("alpha", t["alpha"], "\nbayes", bayes, "\naveraged", t["mse_averaged"])
+    assert np.all(np.abs(np.asarray(t["mse_averaged"]) - bayes) < 0.05)
+    assert np.all(np.asarray(t["mse_averaged"]) < np.asarray(t["mse_single"]))

@@ -256,3 +256,6 @@ def register(sub) -> None:
     from .gamp_cli import register_gamp
 
     register_gamp(asub)
+    from .deep_cli import register_deep
+
+    register_deep(asub)

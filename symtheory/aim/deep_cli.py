@@ -1,0 +1,143 @@
+"""``symtheory aim deep``: state evolution of deep AIM (aim.md 3.7), optionally next to
+GAMP-RIE runs.  Building the parser imports nothing numeric."""
+from __future__ import annotations
+
+from ..core.cli_common import (add_alpha, add_damping, add_output, alphas_from_args, describe,
+                               emit, int_arg, real_arg)
+
+DEEP_DESCRIPTION = describe(
+    "Deep attention-indexed model (aim.md 1.3, 3.7; UNVERIFIED against any paper -- no "
+    "paper table or code exists for it; checked here against GAMP simulations): layers "
+    "l = 1..L with independent S_l = W_l W_l^T/sqrt(r d), indices h^(l)_ab = (x_a^T S_l "
+    "x_b - delta_ab Tr S_l)/sqrt(d), M_0 = I, M_l = (c I + softmax(M_{l-1} h^(l) "
+    "M_{l-1}^T)) M_{l-1}, y = softmax(M_{L-1} h^(L) M_{L-1}^T) + sqrt(noise) xi (row "
+    "softmax at --inv-temp, Gaussian noise of variance --noise on each of the T^2 outputs: "
+    "unlike the one-layer 'aim theory --delta', the noise is on the outputs, since the "
+    "noiseless deep observation is not invertible).  Normalization: alpha = n/d^2, rho = "
+    "r/d (every layer), T = --seq-len.  mmse_l = (1/d)||S_hat_l - S_l||_F^2, 1 at alpha = "
+    "0.  The SE is the multi-index state evolution with the layers as rows and the "
+    "T(T+1)/2 u-space indices as tokens, Monte Carlo on --samples frozen draws, the "
+    "channel integrated by a Laplace-centred randomized quasi-Monte-Carlo rule.",
+    "Columns (one row per alpha): alpha, mmse_l and mmse_l_stderr (Monte-Carlo standard "
+    "error of the fixed point) per layer l = 1..L, converged, iterations, residual (report "
+    "of the fixed-point solve), channel_error = largest estimated error of the channel's "
+    "posterior moments at the fixed point (95% half-width over RQMC scramblings, in prior "
+    "standard deviations).  With --gamp-d D: gamp_mmse_l = mean over --gamp-seeds of GAMP-"
+    "RIE's final error per layer at size d = D (n = round(alpha D^2)), gamp_mmse_l_spread "
+    "= their standard deviation, gamp_converged = runs that met --tol.",
+    example="""\
+        example (depth 2, noise 0.1, three alphas, GAMP at d = 40 with two seeds; ~30 min):
+          symtheory aim deep --alpha 0.3 0.6 1.0 --rho 0.5 --noise 0.1 \\
+              --gamp-d 40 --gamp-seeds 0 1 --plot""")
+
+
+def register_deep(aim_subparsers) -> None:
+    p = aim_subparsers.add_parser("deep", help="deep AIM (depth >= 2): state evolution per "
+                                  "layer, optionally against GAMP", description=DEEP_DESCRIPTION)
+    add_alpha(p, what="n/d^2", positive=True)
+    p.add_argument("--rho", type=real_arg("--rho", low=0.0, low_open=True), default=0.5,
+                   help="width ratio r/d of every layer, in (0, inf) (default 0.5)")
+    p.add_argument("--depth", type=int_arg("--depth", low=2, high=3), default=2,
+                   help="layers L, 2 or 3 (default 2; 3 integrates 9 indices per sample)")
+    p.add_argument("--seq-len", type=int_arg("--seq-len", low=2, high=3), default=2,
+                   help="tokens T, 2 or 3 (default 2)")
+    p.add_argument("--skip", type=real_arg("--skip", low=0.0), default=1.0,
+                   help="skip (residual) strength c, in [0, inf) (default 1)")
+    p.add_argument("--inv-temp", type=real_arg("--inv-temp", low=0.0, low_open=True),
+                   default=1.0, help="softmax inverse temperature, in (0, inf) (default 1)")
+    p.add_argument("--noise", type=real_arg("--noise", low=0.0, low_open=True), required=True,
+                   help="variance of the Gaussian noise on each output, in (0, inf)")
+    p.add_argument("--samples", type=int_arg("--samples", low=100), default=1000,
+                   help="frozen Monte-Carlo samples of the SE map, an integer >= 100 "
+                        "(default 1000; ~15 ms each per map evaluation at depth 2, T = 2)")
+    p.add_argument("--seed", type=int_arg("--seed", low=0), default=0,
+                   help="random seed of the SE samples, an integer >= 0 (default 0)")
+    add_damping(p, default=0.3, what="the overlap iteration and of GAMP's messages")
+    p.add_argument("--max-iter", type=int_arg("--max-iter", low=1), default=200,
+                   help="iteration cap of the SE, an integer >= 1 (default 200)")
+    p.add_argument("--gamp-d", type=int_arg("--gamp-d", low=4), metavar="D",
+                   help="also run GAMP-RIE at token dimension D (an integer >= 4)")
+    p.add_argument("--gamp-seeds", type=int_arg("--gamp-seeds", low=0), nargs="+", default=[0],
+                   help="data seeds of the GAMP runs, integers >= 0 (default 0)")
+    p.add_argument("--gamp-iter", type=int_arg("--gamp-iter", low=1), default=60,
+                   help="GAMP iterations, an integer >= 1 (default 60)")
+    p.add_argument("--tol", type=real_arg("--tol", low=0.0, low_open=True), default=1e-7,
+                   help="GAMP stops when the mean squared change of its estimate is below "
+                        "TOL, in (0, inf) (default 1e-7)")
+    add_output(p, plot="per-layer mmse vs alpha (SE with error bars, GAMP points)")
+    p.set_defaults(func=cmd_deep)
+
+
+def cmd_deep(args) -> int:
+    import numpy as np
+
+    from ..core.progress import progress_bar
+    from ..core.table import Table
+    from .data import generate_deep
+    from .deep import deep_se_point
+    from .gamp import run_deep_gamp
+
+    alphas = alphas_from_args(args)
+    L = args.depth
+    cols = (["alpha"] + [f"mmse_{l + 1}" for l in range(L)]
+            + [f"mmse_{l + 1}_stderr" for l in range(L)]
+            + ["converged", "iterations", "residual", "channel_error"])
+    if args.gamp_d:
+        cols += ([f"gamp_mmse_{l + 1}" for l in range(L)]
+                 + [f"gamp_mmse_{l + 1}_spread" for l in range(L)] + ["gamp_converged"])
+    rows = {c: [] for c in cols}
+    for a in progress_bar(alphas, desc="deep AIM", enabled=not args.quiet and len(alphas) > 1):
+        res, mmse = deep_se_point(a, rho=args.rho, depth=L, seq_len=args.seq_len,
+                                  skip=args.skip, inv_temp=args.inv_temp, noise=args.noise,
+                                  samples=args.samples, seed=args.seed, damping=args.damping,
+                                  max_iter=args.max_iter, progress=not args.quiet)
+        vals = ([a] + list(mmse) + list(np.diag(res.Q_stderr))
+                + [res.converged, res.iterations, res.residual, res.channel_error])
+        if args.gamp_d:
+            runs = [run_deep_gamp(generate_deep(args.gamp_d, a, rho=args.rho, depth=L,
+                                                seq_len=args.seq_len, skip=args.skip,
+                                                inv_temp=args.inv_temp, noise=args.noise,
+                                                seed=s),
+                                  damping=args.damping, max_iter=args.gamp_iter, tol=args.tol)
+                    for s in args.gamp_seeds]
+            m = np.array([r.layer_mse for r in runs])
+            vals += (list(m.mean(axis=0)) + list(m.std(axis=0))
+                     + [sum(bool(r.converged) for r in runs)])
+        for c, v in zip(cols, vals):
+            rows[c].append(v)
+    meta = {"model": "deep aim", "depth": L, "seq_len": args.seq_len, "rho": args.rho,
+            "skip": args.skip, "inv_temp": args.inv_temp, "noise": args.noise,
+            "samples": args.samples, "seed": args.seed, "gamp_d": args.gamp_d,
+            "gamp_seeds": args.gamp_seeds if args.gamp_d else None,
+            "status": "unverified against any paper (aim.md 3.7)"}
+    stem = f"aim_deep_L{L}_T{args.seq_len}_rho{args.rho:g}_noise{args.noise:g}"
+    return emit(Table(rows, meta), args, stem, _plot)
+
+
+def _plot(table, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = table["alpha"]
+    L = table.meta["depth"]
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    for l in range(1, L + 1):
+        ax.errorbar(x, table[f"mmse_{l}"], yerr=table[f"mmse_{l}_stderr"], color=f"C{l - 1}",
+                    marker="o", ms=3, lw=1.5, capsize=2, label=f"SE, layer {l}")
+        if f"gamp_mmse_{l}" in table.columns:
+            ax.errorbar(x, table[f"gamp_mmse_{l}"], yerr=table[f"gamp_mmse_{l}_spread"],
+                        color=f"C{l - 1}", marker="s", ls="none", capsize=2,
+                        label=f"GAMP d={table.meta['gamp_d']}, layer {l}")
+    m = table.meta
+    ax.set_title(f"deep AIM (unverified): L={L}, T={m['seq_len']}, rho={m['rho']}, "
+                 f"c={m['skip']}, noise={m['noise']}")
+    ax.set_xlabel(r"$\alpha = n/d^2$")
+    ax.set_ylabel(r"$(1/d)\|\hat S_l - S_l\|_F^2$")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
