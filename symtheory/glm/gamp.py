@@ -120,7 +120,8 @@ def gamp(Phi: np.ndarray, y: np.ndarray, *, channel, channel_params=(), denoiser
     array (block ``b``'s outputs have variance ``V_b``), the denoiser gets the
     per-block noise variances and returns per-block ``V``; ``v0`` may be a scalar or a
     length-``B`` array; ``y`` goes to the channel as it is (a joint channel of the
-    blocks' outputs need not have one observation per output).  Without ``blocks`` (one block) both get floats, as before."""
+    blocks' outputs need not have one observation per output).  Without ``blocks`` (one
+    block) both get floats, as before."""
     if a_estimator not in ("derivative", "square"):
         raise ValueError(f"a_estimator must be 'derivative' or 'square', got {a_estimator!r}")
     damp = MessageDamping(damping)
@@ -164,6 +165,7 @@ def gamp(Phi: np.ndarray, y: np.ndarray, *, channel, channel_params=(), denoiser
         omega = Phi @ x - v[out_b] * g
         g, dg = channel.gout(y, omega, outward(v), *channel_params)
         g2 = per_block(g * g)
+        dg = np.broadcast_to(dg, np.shape(g))      # a channel may return one derivative
         A = alpha * g2 if a_estimator == "square" else -alpha * per_block(np.ravel(dg))
         if not np.all(np.isfinite(A) & (A > 0)):
             diverged, message = True, (f"iteration {it}: A = {outward(A)} (must be positive "
