@@ -98,6 +98,9 @@ def test_layerwise_prior_is_the_single_layer_map_per_layer():
         prior.layer_overlap(0, -1.0)
     with pytest.raises(NotImplementedError, match="free entropy"):
         prior.psi(np.eye(2))
+    for bad in (0.0, math.inf, -1.0):
+        with pytest.raises(ParameterError, match="rho"):
+            layer_prior(2, bad)
 
 
 def test_block_gamp_equals_separate_runs():

@@ -84,8 +84,9 @@ def layer_prior(depth: int, rho: float):
 
     L = integer("depth", depth, low=2)
     rho = check_params(rho, 2)[0]
-    if math.isinf(rho):
-        raise ParameterError("rho must be finite for the deep AIM state evolution")
+    if not 0 < rho < math.inf:
+        raise ParameterError(f"rho must be in (0, inf) for the deep AIM state evolution, "
+                             f"got {rho}")
     return LayerwiseMatrixPrior([lambda D, rho=rho: mmse_denoising(rho, D)] * L,
                                 [1.0 + rho] * L, [math.sqrt(rho)] * L, measurements=2.0)
 
