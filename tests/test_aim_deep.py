@@ -219,3 +219,28 @@ def test_deep_se_against_gamp():
     assert np.all(np.abs(gamp - se) < 0.06)
     # the layer learned first is the last one (layer 2), as in deep attention
     assert se[1] < se[0] and gamp[1] < gamp[0]
+
+
+@pytest.mark.slow
+def test_cli_deep_writes_a_plain_table(tmp_path):
+    """A short end-to-end run (100 samples, 2 SE iterations, GAMP at d = 10 for 2
+    iterations; ~1-2 min with the channel kernel compiled): plain numbers in the CSV,
+    parameters and plot written, every column present."""
+    import csv
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "symtheory.cli", "aim", "deep", "--alpha", "0.3",
+                          "--noise", "0.1", "--samples", "100", "--max-iter", "2", "--gamp-d",
+                          "10", "--gamp-iter", "2", "--quiet", "--plot", "--out", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    stem = tmp_path / "aim_deep_L2_T2_rho0.5_noise0.1"
+    rows = list(csv.DictReader(open(f"{stem}.csv")))
+    assert len(rows) == 1
+    for key in ("mmse_1", "mmse_2", "mmse_1_stderr", "gamp_mmse_1", "gamp_mmse_2",
+                "channel_error", "residual"):
+        assert math.isfinite(float(rows[0][key])), (key, rows[0][key])
+    assert rows[0]["converged"] in ("true", "false")
+    assert (tmp_path / f"{stem.name}.params.json").is_file()
+    assert (tmp_path / f"{stem.name}.png").is_file()

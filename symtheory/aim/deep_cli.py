@@ -96,8 +96,9 @@ def cmd_deep(args) -> int:
                                   skip=args.skip, inv_temp=args.inv_temp, noise=args.noise,
                                   samples=args.samples, seed=args.seed, damping=args.damping,
                                   max_iter=args.max_iter, progress=not args.quiet)
-        vals = ([a] + list(mmse) + list(np.diag(res.Q_stderr))
-                + [res.converged, res.iterations, res.residual, res.channel_error])
+        vals = ([a] + [float(v) for v in mmse] + [float(v) for v in np.diag(res.Q_stderr)]
+                + [bool(res.converged), int(res.iterations), float(res.residual),
+                   float(res.channel_error)])
         if args.gamp_d:
             runs = [run_deep_gamp(generate_deep(args.gamp_d, a, rho=args.rho, depth=L,
                                                 seq_len=args.seq_len, skip=args.skip,
@@ -107,7 +108,7 @@ def cmd_deep(args) -> int:
                                   tol=args.tol)
                     for s in args.gamp_seeds]
             m = np.array([r.layer_mse for r in runs])
-            vals += (list(m.mean(axis=0)) + list(m.std(axis=0))
+            vals += ([float(v) for v in m.mean(axis=0)] + [float(v) for v in m.std(axis=0)]
                      + [sum(bool(r.converged) for r in runs)])
         for c, v in zip(cols, vals):
             rows[c].append(v)
