@@ -101,6 +101,22 @@ def test_layerwise_prior_is_the_single_layer_map_per_layer():
     for bad in (0.0, math.inf, -1.0):
         with pytest.raises(ParameterError, match="rho"):
             layer_prior(2, bad)
+    from symtheory.glm.spectral_priors import LayerwiseMatrixPrior
+    with pytest.raises(ValueError, match="at least one layer"):
+        LayerwiseMatrixPrior([], [], [])
+    with pytest.raises(ValueError, match="Q0 > mean"):
+        LayerwiseMatrixPrior([abs], [1.0], [1.0])
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(samples=1), "samples"), (dict(seed=-1), "seed"),
+                                          (dict(noise=0.0), "noise"), (dict(rho=0.0), "rho")])
+def test_deep_se_point_rejects_bad_input(kwargs, name):
+    from symtheory.aim.deep import deep_se_point
+
+    args = dict(rho=0.5, noise=0.1, samples=100, seed=0)
+    args.update(kwargs)
+    with pytest.raises(ParameterError, match=name):
+        deep_se_point(0.3, **args)
 
 
 def test_block_gamp_equals_separate_runs():
@@ -151,6 +167,9 @@ def test_block_gamp_rejects_bad_blocks():
     with pytest.raises(ValueError, match="blocks"):
         gamp(Phi, np.zeros(4), channel=None, denoiser=None,
              blocks=(np.array([0, 0, 1]), np.array([0, 0, 1, 1])))
+    with pytest.raises(ValueError, match="negative"):
+        gamp(Phi, np.zeros(4), channel=None, denoiser=None,
+             blocks=(np.array([0, 0, -1, 1]), np.array([0, 0, 1, 1])))
     with pytest.raises(ValueError, match="every block"):
         gamp(Phi, np.zeros(4), channel=None, denoiser=None,
              blocks=(np.array([0, 0, 0, 0]), np.array([0, 0, 1, 1])))

@@ -33,18 +33,9 @@ import sympy as sp
 
 from ..core.validate import ParameterError, integer, real
 from ..glm.multi_index import MultiIndexModel
-from .model import index_symbols
+from .model import index_symbols, softmax_rows
 
 SKIP, BETA = sp.symbols("c beta", positive=True)
-
-
-def _softmax_rows(A: sp.Matrix) -> sp.Matrix:
-    rows = []
-    for a in range(A.rows):
-        w = [sp.exp(BETA * A[a, b]) for b in range(A.cols)]
-        tot = sum(w)
-        rows.append([wb / tot for wb in w])
-    return sp.Matrix(rows)
 
 
 def deep_aim_model(depth: int = 2, seq_len: int = 2, skip: float = 1.0,
@@ -66,9 +57,9 @@ def deep_aim_model(depth: int = 2, seq_len: int = 2, skip: float = 1.0,
         h = h_of_u.subs(dict(zip(u, Z[l, :])), simultaneous=True)
         scores = mixing * h * mixing.T
         if l < L - 1:
-            mixing = (SKIP * sp.eye(T) + _softmax_rows(scores)) * mixing
+            mixing = (SKIP * sp.eye(T) + softmax_rows(scores, BETA)) * mixing
         else:
-            y = _softmax_rows(scores)
+            y = softmax_rows(scores, BETA)
     return MultiIndexModel(f"deep_aim_L{L}_T{T}", Z, y, params={SKIP: c, BETA: b},
                            row_groups=[(l,) for l in range(L)],
                            description=f"deep AIM, depth {L}, seq_len {T}, skip c={c:g}, "
@@ -77,18 +68,21 @@ def deep_aim_model(depth: int = 2, seq_len: int = 2, skip: float = 1.0,
 
 def layer_prior(depth: int, rho: float):
     """The prior channel of :func:`deep_aim_model`: ``depth`` independent tied priors of
-    width ratio ``rho`` (aim.md 3.1: ``Q0 = 1 + rho``, mean ``sqrt(rho) I``), two
-    measurements per parameter."""
+    width ratio ``rho`` (aim.md 3.1: ``Q0 = 1 + rho``, mean ``sqrt(rho) I``, both from the
+    derived prior law's moments), two measurements per parameter."""
     from ..glm.spectral_priors import LayerwiseMatrixPrior
-    from .theory import check_params, mmse_denoising
+    from .theory import SAMPLE_FACTOR, check_params, mmse_denoising, theory
 
     L = integer("depth", depth, low=2)
     rho = check_params(rho, 2)[0]
     if not 0 < rho < math.inf:
         raise ParameterError(f"rho must be in (0, inf) for the deep AIM state evolution, "
                              f"got {rho}")
+    law = theory().prior
+    t = math.sqrt(rho)                  # the law's parameter (aim.model: t = sqrt(rho))
     return LayerwiseMatrixPrior([lambda D, rho=rho: mmse_denoising(rho, D)] * L,
-                                [1.0 + rho] * L, [math.sqrt(rho)] * L, measurements=2.0)
+                                [law.second_moment(t)] * L, [law.mean(t)] * L,
+                                measurements=SAMPLE_FACTOR)
 
 
 def deep_se_point(alpha, *, rho: float = 0.5, depth: int = 2, seq_len: int = 2,
@@ -105,6 +99,8 @@ def deep_se_point(alpha, *, rho: float = 0.5, depth: int = 2, seq_len: int = 2,
     from ..glm.se import StateEvolution
 
     noise = real("noise", noise, low=0.0, low_open=True)
+    samples = integer("samples", samples, low=2)
+    seed = integer("seed", seed, low=0)
     model = deep_aim_model(depth, seq_len, skip, inv_temp)
     prior = layer_prior(depth, rho)
     se = StateEvolution(model, alpha, samples=samples, seed=seed, noise_variance=noise,

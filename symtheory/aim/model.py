@@ -92,18 +92,22 @@ def index_symbols(seq_len: int):
     return list(u), h, pairs
 
 
+def softmax_rows(A: sp.Matrix, inv_temp=beta) -> sp.Matrix:
+    """Row-wise softmax ``exp(beta A_ab)/sum_c exp(beta A_ac)`` of a square matrix."""
+    rows = []
+    for a in range(A.rows):
+        w = [sp.exp(inv_temp * A[a, b]) for b in range(A.cols)]
+        tot = sum(w)
+        rows.append([wb / tot for wb in w])
+    return sp.Matrix(rows)
+
+
 def link_outputs(seq_len: int, link: str, inv_temp=beta):
     """``y = g(h(u))`` as a flat list (row-major ``T x T``): ``softmax`` rows
     ``exp(beta h_ab)/sum_c exp(beta h_ac)`` or the ``identity``."""
     u, h, _ = index_symbols(seq_len)
-    T = int(seq_len)
     if link == "softmax":
-        out = []
-        for a in range(T):
-            w = [sp.exp(inv_temp * h[a, b]) for b in range(T)]
-            tot = sum(w)
-            out += [wb / tot for wb in w]
-        return out, u
+        return list(softmax_rows(h, inv_temp)), u
     if link == "identity":
         return list(h), u
     raise ValueError(f"link must be one of {LINKS}, got {link!r}")

@@ -135,6 +135,8 @@ def gamp(Phi: np.ndarray, y: np.ndarray, *, channel, channel_params=(), denoiser
         if out_b.shape != (n,) or in_b.shape != (p,) or not (
                 np.issubdtype(out_b.dtype, np.integer) and np.issubdtype(in_b.dtype, np.integer)):
             raise ValueError(f"blocks must be two integer label arrays of lengths ({n}, {p})")
+        if out_b.min() < 0 or in_b.min() < 0:
+            raise ValueError("blocks must label blocks 0, 1, ..., B-1 (a label is negative)")
     B = int(max(out_b.max(), in_b.max())) + 1
     n_b, p_b = np.bincount(out_b, minlength=B), np.bincount(in_b, minlength=B)
     if np.any(n_b == 0) or np.any(p_b == 0):

@@ -256,6 +256,8 @@ class LayerwiseMatrixPrior:
         self.Q0 = np.asarray(second_moments, dtype=float)
         self.means = np.asarray(means, dtype=float)
         L = len(self.mmse)
+        if L < 1:
+            raise ValueError("mmse needs one callable per layer (at least one layer)")
         if self.Q0.shape != (L,) or self.means.shape != (L,):
             raise ValueError(f"second_moments and means need one value per layer ({L}), got "
                              f"{self.Q0.shape} and {self.means.shape}")
