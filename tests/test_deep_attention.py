@@ -148,3 +148,37 @@ def test_error_estimate_covers_the_truth(depth2, depth2_qmc):
         got = ch.moments(y, omega, V)
         covered += int(_natural_diff(got, ref, V, depth2.M)[0] <= ch.last_accuracy.error[0])
     assert covered >= 15, covered
+
+
+def test_state_evolution_keeps_the_laplace_rule(depth3):
+    """The SE integrates a reduced link in inversion-feature coordinates (glm/se.py); a
+    deep channel's Laplace-RQMC rule must survive that switch (it used to be replaced
+    by a 30^4 tensor Gauss-Hermite rule in silence), and its warm-up stages take the
+    coarsened rule."""
+    from symtheory.glm import StateEvolution
+
+    rule = LaplaceQMCRule(tol=1e-2, points=256, max_points=1024)
+    se = StateEvolution(depth3, 1.0, samples=4, rule=rule, check_channel=False)
+    assert se.feature_rule == rule
+    assert se.feature_rule.coarsened() == LaplaceQMCRule(tol=2e-2, points=64, max_points=256,
+                                                          scan=64)
+    assert StateEvolution(depth3, 1.0, samples=4, check_channel=False).feature_rule == \
+        LaplaceQMCRule()
+
+
+@SLOW
+def test_state_evolution_laplace_rule_against_tensor_gauss_hermite(depth3):
+    """Same frozen samples, same map: the SE's posterior moments with the Laplace-RQMC
+    rule and with tensor Gauss-Hermite 24^4 (converged at a half-learned last layer,
+    change vs 16 nodes <= the bound below) agree within the two rules' stated errors."""
+    from symtheory.glm import StateEvolution
+
+    Q = np.diag([0.0, 0.1, 0.6])
+    out = []
+    for rule in (LaplaceQMCRule(tol=1e-2), TensorRule("gauss-hermite", 24)):
+        se = StateEvolution(depth3, 1.0, samples=8, seed=3, rule=rule, check_channel=False)
+        moments = se.posterior_moments(Q)
+        out.append((moments[:3], se.channel_error, moments[4]))
+    (qmc, qmc_err, V), (gh, gh_err, _) = out
+    diff = _natural_diff(qmc, gh, V, depth3.M)
+    assert np.all(diff <= 2 * qmc_err + gh_err), (diff, qmc_err, gh_err)

@@ -93,9 +93,22 @@ class LaplaceQMCChannel(ReducedChannel):
         if not isinstance(self.rule, LaplaceQMCRule):
             return super().moments(y, omega, V, include_jacobian=include_jacobian)
         y, omega, V = self._prep(y, omega, V)
-        n, P, M = omega.shape
         E, logjac, valid = self.branches(y)
         lwb = -logjac if include_jacobian else np.zeros_like(logjac)
+        return self.branch_moments(E, lwb, valid, omega, V)
+
+    def branch_moments(self, E, lwb, valid, omega, V):
+        """The Laplace-RQMC posterior moments from the inversion branches of the
+        observations: ``E (n, K, M r)`` the branches ``E^(k)``, ``lwb (n, K)`` their log
+        weights (``-log|det|`` of the observation's Jacobian, or 0), ``valid (n, K)``;
+        ``omega (n, P, M)``, ``V`` (P x P).  The entry point of callers that invert in
+        their own coordinates (the SE's inversion features, ``glm.se``); returns and
+        records as :meth:`moments`."""
+        if not isinstance(self.rule, LaplaceQMCRule):
+            raise ParameterError(f"branch_moments needs a LaplaceQMCRule, got {self.rule!r}")
+        omega = np.ascontiguousarray(omega, dtype=float)
+        V = 0.5 * (np.asarray(V, dtype=float) + np.asarray(V, dtype=float).T)
+        n, P, M = omega.shape
         free, solved = list(self.model.free_rows), list(self.model.solved_rows)
         if not free:
             raise ParameterError("the Laplace-RQMC rule needs free rows; this reduction has none")
@@ -108,7 +121,8 @@ class LaplaceQMCChannel(ReducedChannel):
         C = 0.5 * (C + C.T)
         sd = np.sqrt(np.repeat(np.diag(V), M))
         rule = self.rule
-        fixed = (np.ascontiguousarray(E), np.ascontiguousarray(lwb), valid)
+        fixed = (np.ascontiguousarray(E, dtype=float), np.ascontiguousarray(lwb, dtype=float),
+                 np.ascontiguousarray(valid, dtype=np.int64))
         mats = (np.array(list(self.model.params.values()), dtype=float), self.free_rows,
                 self.solved_rows, np.ascontiguousarray(np.linalg.cholesky(Vuu)),
                 np.ascontiguousarray(Vuu_inv), float(np.linalg.slogdet(Vuu)[1]),

@@ -28,6 +28,7 @@ under Gaussian output noise).  The Numba pieces are the template
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -88,6 +89,16 @@ class LaplaceQMCRule:
         return (f"Laplace-centred RQMC (Sobol {self.points}..{self.max_points} points per "
                 f"component x {self.scrambles} scramblings, inflate {self.inflate:g}, "
                 f"tol {self.tol:g})")
+
+    def coarsened(self):
+        """The rule of the SE's cheap warm-up stages (``StateEvolution.solve``): a quarter
+        of the points at every level (at least 32) and twice the tolerance; ``None`` when
+        this rule is already that small."""
+        points = max(32, self.points // 4)
+        if points == self.points:
+            return None
+        return dataclasses.replace(self, points=points, max_points=max(points, self.max_points // 4),
+                                   scan=min(self.scan, points), tol=2 * self.tol)
 
     def normal_points(self, dim: int, n: int) -> np.ndarray:
         """``(scrambles + 1, n, dim)`` standard normal RQMC points (the last one for the

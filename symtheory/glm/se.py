@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.linalg import psd_sqrt
+from ..core.quadrature import TensorRule
 from ..core.solvers import ConvergenceWarning
 from .priors import GaussianPrior
 
@@ -172,11 +173,16 @@ class StateEvolution:
         self.estimate_channel_error = True   # off while solve() iterates (cost of the check)
         self.features = None
         if noise_variance is None and model.reduction is not None:
-            from ..core.quadrature import TensorRule
             from .linearized import ReducedPosterior
 
+            from .laplace_qmc import LaplaceQMCRule
+
             self.features = ReducedPosterior(model)
-            self.feature_rule = rule if isinstance(rule, TensorRule) else TensorRule()
+            # a channel integrated by the Laplace-RQMC rule (deep links, where a tensor
+            # rule over the free rows is out of reach) keeps its rule in these coordinates
+            own = getattr(self.channel, "rule", None)
+            self.feature_rule = (own if isinstance(own, LaplaceQMCRule) else
+                                 rule if isinstance(rule, TensorRule) else TensorRule())
 
     # ------------------------------------------------------------------ map
     def _check_Q(self, Q):
@@ -227,6 +233,15 @@ class StateEvolution:
         Ebr, lw, valid, _ = rp.branches(rp.E_of_Z(Z))
         if not include_jacobian:
             lw = np.zeros_like(lw)
+        if not isinstance(self.feature_rule, TensorRule):
+            # Laplace-RQMC: the rule states its own per-sample error (95% half-width over
+            # its scramblings); that random error is part of the per-sample spread, hence
+            # of the Monte-Carlo standard error of Q_hat
+            ch = self.channel.configured(rule=self.feature_rule)
+            logZ, mean, cov = ch.branch_moments(Ebr, lw, valid, omega, V)
+            self.channel_error = (ch.last_accuracy.max_error if self.estimate_channel_error
+                                  else None)
+            return logZ, mean, cov, omega, V
         fine = rp.posterior(Ebr, lw, valid, omega, V, self.feature_rule)
         if not self.estimate_channel_error:
             self.channel_error = None
@@ -406,7 +421,9 @@ class StateEvolution:
         self.estimate_channel_error = False
         q0, done = self._to_free(Q), 0
         rule = getattr(self, "feature_rule", None)
-        coarse = rule.coarsened() if rule is not None and rule.coarsened().n >= 8 else None
+        coarse = rule.coarsened() if rule is not None else None
+        if isinstance(coarse, TensorRule) and coarse.n < 8:
+            coarse = None
         m = self.warmup_samples(warmup)
         # the way to the fixed point is cheap stages, each warm-starting the next: the
         # first m of the frozen samples (the transient -- e.g. a staircase of ~200
