@@ -118,13 +118,17 @@ class StateEvolution:
     samples at each ``Q`` (so the map depends on ``Q`` alone, not on the order of calls)
     -- about 3x lower variance for the attention channel (the ``g g^T`` samples are
     heavy-tailed, ``-J`` is bounded above).
+        ``pinned_rows``: rows whose overlap is held at exactly 0 (rows and columns of ``Q``
+    and ``Q_hat``): the invariant subspace of rows not learned yet, for a model even in
+    each of their row groups (smi.md 2.2, 8.4) -- the fixed point ``Q*`` of Eq. (18)
+    supported on the other rows, where the grand staircase tests stability.
         ``check_channel=False`` skips the channel's declaration check (see
     :meth:`MultiIndexModel.channel`); the default runs it.
     """
 
     def __init__(self, model, alpha, *, samples=20000, seed=0, noise_variance=None, rule=None,
                  side_information=0.0, structure="auto", prior=None, regularization=0.0,
-                 estimator="auto", check_channel=True):
+                 estimator="auto", check_channel=True, pinned_rows=()):
         if not (np.isfinite(alpha) and alpha > 0):
             raise ValueError(f"alpha must be finite and > 0, got {alpha}")
         if int(samples) < 2:
@@ -155,6 +159,18 @@ class StateEvolution:
             self.mask = np.zeros((P, P))
             for g in model.row_groups:
                 self.mask[np.ix_(g, g)] = 1.0
+        pinned = tuple(sorted(set(int(a) for a in pinned_rows)))
+        if any(not 0 <= a < P for a in pinned):
+            raise ValueError(f"pinned_rows must be row indices in [0, {P - 1}], got {pinned_rows}")
+        for g in model.row_groups:
+            if set(g) & set(pinned) and not (set(g) <= set(pinned) and model.even_groups[g]):
+                raise ValueError(
+                    f"pinned_rows must be whole row groups in which the model is even (Q = 0 "
+                    f"is then invariant there, smi.md 2.2); group {g} is "
+                    + ("not even" if not model.even_groups[g] else "split"))
+        self.pinned_rows = pinned
+        self.mask[list(pinned), :] = 0.0
+        self.mask[:, list(pinned)] = 0.0
         self.rho = self.prior.rho(P)
         if not (np.isfinite(regularization) and regularization >= 0):
             raise ValueError(f"regularization must be finite and >= 0, got {regularization}")
@@ -259,11 +275,20 @@ class StateEvolution:
         return fine[0], fine[1], fine[2], omega, V
 
     def gout(self, Q):
-        """``(g_out, dg_out)`` of the frozen samples at ``Q`` (smi.md Eq. 12)."""
+        """``(g_out, dg_out)`` of the frozen samples at ``Q`` (smi.md Eq. 12); the last
+        result is kept (a fixed point is evaluated again by its callers: the standard
+        error, the staircase's instability)."""
         from .multi_index import gout_from_moments
 
+        Q = self._check_Q(Q)
+        key = (Q.tobytes(), self.samples, getattr(self, "feature_rule", None),
+               self.estimate_channel_error)
+        if getattr(self, "_last_gout", (None,))[0] == key:
+            return self._last_gout[1]
         _, mean, cov, omega, V = self.posterior_moments(Q)
-        return gout_from_moments(mean, cov, omega, V)
+        out = gout_from_moments(mean, cov, omega, V)
+        self._last_gout = (key, out)
+        return out
 
     def qhat(self, Q, alpha=None):
         """``(Q_hat, stderr, nishimori_gap)`` at ``Q`` from the frozen samples.

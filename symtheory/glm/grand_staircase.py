@@ -1,0 +1,319 @@
+"""Grand-staircase thresholds of any depth from the state evolution itself (smi.md 8.4,
+Eqs. 17-18; TDDZLK24).
+
+For an even model (smi.md 2.2) the rows not learned yet are an invariant subspace:
+``Q_UU = 0`` stays 0.  Stage ``k`` has learned the rows ``S_k`` (``S_0`` empty); its fixed
+point ``Q*(alpha)`` is the SE fixed point with the rows ``U_k`` (all others) pinned at 0
+(:class:`~symtheory.glm.se.StateEvolution` ``pinned_rows``), and the next subspace
+becomes learnable where that point turns unstable along ``U_k``:
+
+    G_k(alpha) = alpha lambda_max( F'_prior(0) o F_{Q*(alpha)} restricted to Sym(U_k) ) - 1 = 0,
+    F_{Q*}(Gamma)_ab = E[ sum_mn J_am,cn Gamma_cd J_bm,dn ],  J = dg_out/domega at Q*   (Eq. 15/17)
+
+(``Q_hat_UU = 0`` at ``Q*``, so the prior map's Jacobian on the ``U`` block is its value
+at 0).  ``G_0`` is linear in alpha (``Q* = 0``): ``alpha_1 = 1/lambda_max`` is the weak
+recovery threshold (smi.md 8.2).  Later stages are solved in the learned overlaps, not
+in alpha (the channel does not depend on alpha; smi.md 6.1 item 6 for one overlap):
+``Q_S`` is the stage's fixed point at its threshold iff
+``F_prior^{-1}(Q_S) = Q_hat(Q; alpha = 1)_S / lambda_U(Q)``, and then
+``alpha_c = 1/lambda_U(Q)`` -- one map evaluation per trial point, no SE solve inside.
+The rows carrying the top eigenvector at the root are learned next.
+
+Error bar of each threshold (first order in the Monte-Carlo error, conservative): the
+standard errors of ``lambda`` (per-sample spread of ``v^T A_s v``, which contains the
+per-sample random error of a randomized channel rule) and of ``Q_hat`` move the root and
+``lambda`` there (:func:`_root_sensitivity`, differences of the frozen-sample map); the
+two contributions are added linearly (``std(X + Y) <= std X + std Y`` whatever their
+correlation).
+
+The order is checked by the SE itself: at ``alpha_c (1 +- delta)`` (``delta`` beyond
+3 relative errors of ``lambda``) the map with only
+the rows beyond the next subspace pinned is iterated from ``Q*`` plus a small overlap
+along the top eigenvector; the next rows must grow above the threshold and decay
+below it (:attr:`StaircaseStep.growth`).
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.solvers import find_root
+from ..core.validate import ParameterError
+from .linearized import ThresholdResult, operator_matrix, prior_jacobian, tensor_from_jacobians, \
+    top_eigen
+from .priors import GaussianPrior
+from .se import StateEvolution
+
+__all__ = ["StaircaseStep", "grand_staircase", "subspace_instability"]
+
+
+@dataclass
+class StaircaseStep:
+    """One stage: the threshold (a :class:`ThresholdResult`), the rows learned before it and
+    the rows learned at it, the fixed point at the threshold, and the SE check
+    ``growth = {alpha: ratio}`` of the next rows' overlap over ``checks`` iterations
+    (> 1 above the threshold, < 1 below)."""
+
+    threshold: ThresholdResult
+    learned_before: tuple
+    learned_at: tuple
+    Q_star: np.ndarray
+    growth: dict = field(default_factory=dict)
+
+    def row(self):
+        return {**self.threshold.row(), "learned_before": " ".join(map(str, self.learned_before)),
+                "learned_at": " ".join(map(str, self.learned_at)),
+                **{f"growth_at_{k}": v for k, v in self.growth.items()}}
+
+
+def subspace_instability(se: StateEvolution, Q, rows):
+    """``(lambda, stderr, G)``: the top eigenvalue of ``F'_prior(0) o F_Q`` on symmetric
+    matrices supported on ``rows`` (Eq. 17), its Monte-Carlo standard error at fixed ``Q``
+    and its PSD eigenvector (``P x P``, unit Frobenius norm), from the frozen samples of
+    ``se`` (which must hold those rows at 0)."""
+    rows = list(rows)
+    P = se.model.P
+    _, dg = se.gout(Q)
+    J = dg[:, rows][:, :, :, rows]
+    n, u = len(J), len(rows)
+    A_prior = prior_jacobian(se.prior, u)
+    T = tensor_from_jacobians(J, np.full(n, 1.0 / n))
+    lam, G, _ = top_eigen(A_prior @ operator_matrix(T), u)
+    # per-sample values of v^T A_s v: the Rayleigh quotient is stationary at v, so its
+    # spread is the first-order error of lambda
+    Gs = np.einsum("samcn,cd,sbmdn->sab", J, G, J, optimize=True)
+    from .linearized import sym_basis
+
+    _, B = sym_basis(u)
+    v = np.einsum("iab,ab->i", B, G)
+    per = np.einsum("i,ij,jab,sab->s", v, A_prior, B, Gs, optimize=True)
+    full = np.zeros((P, P))
+    full[np.ix_(rows, rows)] = G
+    return float(lam), float(per.std(ddof=1) / math.sqrt(n)), full
+
+
+def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,
+                    q_grid=(0.02, 0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995,
+                            0.998, 0.999),
+                    xtol=1e-5, check_delta=0.1, checks=4, log=None):
+    """All thresholds of the grand staircase of an even model (module docstring), from the
+    first learnable subspace to the last row.
+
+    Stage ``k >= 1`` is solved in the overlaps of the learned rows, not in alpha: the
+    channel does not depend on alpha, so ``Q_S`` is a fixed point at the threshold iff
+
+        F_prior^{-1}(Q_S) = Q_hat(Q; alpha = 1)_S / lambda_U(Q),   alpha_c = 1 / lambda_U(Q),
+
+    one map evaluation per trial ``Q`` (no SE solve inside).  One learned overlap: its
+    sign change is bracketed on ``q_grid`` and solved by Brent (``xtol`` in ``q``); more:
+    MINPACK's hybrid Powell (``scipy.optimize.root``) from the last stage's point with the
+    new rows started at their own bracketed root.  The point must be a stable fixed
+    point of the stage's SE (spectral radius of its Jacobian < 1, checked).
+
+    ``samples``, ``seed``, ``rule``: the SE's frozen Monte-Carlo samples and channel rule
+    (shared by every stage; a rule whose cost escalates per sample makes the map jump,
+    so give a randomized rule a fixed number of points); ``check_delta``, ``checks``: the
+    SE order check at ``alpha_c (1 +- delta)``, ``delta = max(check_delta, 3 stderr(lambda)
+    / lambda)`` (the check compares two Monte-Carlo estimates of the same slope), with ``checks`` iterations of the map (the square estimator,
+    proportional to the small overlap).  ``log``: a callable
+    receiving one line per evaluation (progress on long runs).  Returns the list of
+    :class:`StaircaseStep`."""
+    t_start = time.perf_counter()
+    if not model.is_even:
+        raise ParameterError("the grand staircase needs a model even in every row group "
+                             "(smi.md 2.2): the unlearned rows must be an invariant subspace")
+    q_grid = tuple(float(q) for q in q_grid)
+    if not q_grid or any(not 0 < q < 1 for q in q_grid) or list(q_grid) != sorted(set(q_grid)):
+        raise ParameterError(f"q_grid must be increasing values in (0, 1), got {q_grid}")
+    for name, v in (("xtol", xtol), ("check_delta", check_delta)):
+        if not (np.isfinite(v) and 0 < v < 1):
+            raise ParameterError(f"{name} must be in (0, 1), got {v}")
+    if int(checks) < 1:
+        raise ParameterError(f"checks must be >= 1, got {checks}")
+    prior = prior or GaussianPrior()
+    say = log or (lambda line: None)
+    P = model.P
+    learned: list[int] = []
+    steps: list[StaircaseStep] = []
+    Q_prev = np.zeros((P, P))
+
+    def make(pinned, estimator="auto"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return StateEvolution(model, 1.0, samples=samples, seed=seed, rule=rule,
+                                  prior=prior, check_channel=False, pinned_rows=pinned,
+                                  estimator=estimator)
+
+    while len(learned) < P:
+        U = [a for a in range(P) if a not in learned]
+        se = make(U)
+        entries = se._free_entries()
+        cache = {}
+
+        def evaluate(x, U=U, se=se):
+            x = np.asarray(x, dtype=float).reshape(-1)
+            key = x.tobytes()
+            if key not in cache:
+                t0 = time.perf_counter()
+                Q = se._from_free(x)
+                lam, lam_se, G = subspace_instability(se, Q, U)
+                qhat1, qhat1_se, _ = se.qhat(Q, alpha=1.0)
+                resid = se._to_free(prior.inverse_overlap_map(Q) - qhat1 / lam) if entries \
+                    else np.zeros(0)
+                cache[key] = {"Q": Q, "lam": lam, "lam_se": lam_se, "vector": G,
+                              "alpha": 1.0 / lam, "resid": resid, "qhat1": qhat1,
+                              "qhat1_se": qhat1_se}
+                say(f"  stage {len(steps) + 1}: Q diag {np.round(np.diag(Q), 5)}  lambda "
+                    f"{lam:.5g} +- {lam_se:.2g}  alpha {1 / lam:.5g}  residual "
+                    f"{np.round(resid, 5)}  ({time.perf_counter() - t0:.0f} s)")
+            return cache[key]
+
+        x_prev = se._to_free(Q_prev)
+        if not entries:
+            at = evaluate(x_prev)
+            how = "Q* = 0: alpha = 1/lambda"
+        else:
+            new = [i for i, (a, b) in enumerate(entries) if a == b and Q_prev[a, a] == 0]
+            if len(new) != 1:
+                raise ParameterError(f"stage {len(steps) + 1} starts {len(new)} new diagonal "
+                                     "overlaps; the grand staircase handles one at a time")
+            i_new = new[0]
+
+            def along(q):
+                x = x_prev.copy()
+                x[i_new] = q
+                return x
+
+            lo = hi = None
+            for q in q_grid:
+                ev = evaluate(along(q))
+                if ev["resid"][i_new] < 0:
+                    lo = q
+                else:
+                    hi = q
+                    break
+            if lo is None or hi is None:
+                raise ParameterError(
+                    f"stage {len(steps) + 1}: no sign change of the fixed-point residual along "
+                    f"the new overlap on q_grid {q_grid}")
+            root = find_root(lambda q: evaluate(along(q))["resid"][i_new], lo, hi,
+                             xtol=xtol, rtol=1e-12, name=f"grand staircase stage {len(steps) + 1}")
+            x = along(float(root.value))
+            how = f"Brent in the new overlap on [{lo:g}, {hi:g}]"
+            if len(entries) > 1:
+                from scipy.optimize import root as mroot
+
+                sol = mroot(lambda v: evaluate(np.clip(v, 0.0, 1 - 1e-12))["resid"], x,
+                            method="hybr", options={"xtol": xtol})
+                if not sol.success:
+                    raise ParameterError(f"stage {len(steps) + 1}: hybrid Powell failed: "
+                                         f"{sol.message}")
+                x = np.clip(sol.x, 0.0, 1 - 1e-12)
+                how += f", then hybrid Powell in all {len(entries)} learned overlaps " \
+                       f"({sol.nfev} evaluations)"
+            at = evaluate(x)
+        alpha_c = at["alpha"]
+        # stability of Q* in the stage's SE at alpha_c, and the error bar
+        se_at = make(U)
+        se_at.alpha = alpha_c
+        radius, via_q = 0.0, 0.0
+        sens = 1.0
+        if entries:
+            J = se_at.map_jacobian(at["Q"], step=1e-5)
+            radius = float(np.max(np.abs(np.linalg.eigvals(J)))) if J is not None else np.nan
+            sens, via_q = _root_sensitivity(evaluate, se, at)
+        # first order: alpha_c = 1/lambda(x*(...)); lambda's own error moves alpha directly
+        # and through the root x*, Q_hat's error only through x* (added linearly:
+        # std(X + Y) <= std X + std Y whatever their correlation)
+        lam_err = abs(sens) * at["lam_se"] + via_q
+        err = alpha_c * lam_err / at["lam"]
+        vec = at["vector"]
+        nxt = tuple(a for a in U if abs(vec[a, a]) > 1e-3)
+        # the check compares the map's square estimator with lambda, two Monte-Carlo
+        # estimates of one slope: it is run outside 3 relative errors of lambda
+        delta = min(0.9, max(check_delta, 3 * at["lam_se"] / at["lam"]))
+        growth = _order_check(make, at["Q"], vec, alpha_c, learned, nxt, delta, checks)
+        ordered = growth[min(growth)] < 1 < growth[max(growth)]
+        stable = not entries or radius < 1
+        msg = (f"rows {tuple(learned)} learned (Q* diag {np.round(np.diag(at['Q']), 5)}); rows "
+               f"{nxt} become unstable at alpha = {alpha_c:.6g} +- {err:.2g} (lambda "
+               f"{at['lam']:.5g} +- {at['lam_se']:.2g} at fixed Q*; lambda at the root +- "
+               f"{lam_err:.2g} with the root's own shift); {how}; spectral radius of the stage's SE Jacobian {radius:.3g}; "
+               "SE check: overlap of the next rows multiplied by " + ", ".join(
+                   f"{v:.3g} at alpha {k:.5g}" for k, v in growth.items())
+               + f" over {checks} iterations")
+        if not ordered:
+            msg += "; WARNING: the SE check does not bracket the threshold"
+        if not stable:
+            msg += "; WARNING: Q* is not a stable fixed point of the stage's SE"
+        res = ThresholdResult(
+            "weak-recovery" if not learned else "staircase", alpha_c, float(err),
+            f"grand staircase on the SE ({samples} frozen samples, "
+            + (se.feature_rule.describe() if se.features is not None else "channel rule") + ")",
+            vec, at["lam"], bool(ordered and stable), msg,
+            seconds=time.perf_counter() - t_start,
+            details={"Q_star": at["Q"].tolist(), "lambda_stderr": at["lam_se"],
+                     "lambda_error_at_root": lam_err,
+                     "spectral_radius": radius, "evaluations": len(cache)})
+        steps.append(StaircaseStep(res, tuple(learned), nxt, at["Q"], growth))
+        say(msg)
+        learned += list(nxt)
+        Q_prev = at["Q"].copy()
+    return steps
+
+
+def _root_sensitivity(evaluate, se, at):
+    """First-order response of ``lambda`` at the root ``R(x*) = 0`` of the stage equations
+    (``R = F_prior^{-1}(Q) - Q_hat_1 / lambda``) to the Monte-Carlo errors, by one-sided
+    differences of the frozen-sample map in each learned overlap (into ``(0, 1)``).
+    Returns ``(s, e)``: ``d lambda_root = s d lambda + sum_i (.) d Q_hat_1,i`` with ``e``
+    the bound ``sum_i |(.)| stderr(Q_hat_1,i)``."""
+    x = se._to_free(at["Q"])
+    k = len(x)
+    JR = np.empty((k, k))
+    g = np.empty(k)
+    for i in range(k):
+        h = 1e-4 * max(min(x[i], 1 - x[i]), 1e-3)
+        if x[i] + h >= 1:
+            h = -h
+        xp = x.copy()
+        xp[i] += h
+        ev = evaluate(xp)
+        JR[:, i] = (ev["resid"] - at["resid"]) / h
+        g[i] = (ev["lam"] - at["lam"]) / h
+    lam = at["lam"]
+    qhat_S = se._to_free(at["qhat1"])
+    qhat_se = se._to_free(at["qhat1_se"])
+    try:
+        w = np.linalg.solve(JR.T, g)          # g^T JR^{-1}
+    except np.linalg.LinAlgError:
+        return np.inf, np.inf
+    s_lam = 1.0 - float(w @ qhat_S) / lam ** 2
+    e_qhat = float(np.sum(np.abs(w) * qhat_se)) / lam
+    return s_lam, e_qhat
+
+
+def _order_check(make, Q_star, vec, alpha_c, learned, nxt, delta, checks):
+    """The SE itself at ``alpha_c (1 -+ delta)``: only the rows beyond ``nxt`` pinned, from
+    ``Q*`` plus ``1e-3`` along the top eigenvector on ``nxt``; returns ``{alpha: ratio}``
+    of the trace of ``Q`` on ``nxt`` after/before ``checks`` iterations of the map (square
+    estimator: exactly proportional to a small overlap, where the Nishimori twin adds
+    O(1) per-sample noise to an O(q) mean)."""
+    P = Q_star.shape[0]
+    rest = [a for a in range(P) if a not in learned and a not in nxt]
+    se = make(rest, estimator="square")
+    idx = np.ix_(nxt, nxt)
+    out = {}
+    for alpha in (alpha_c * (1 - delta), alpha_c * (1 + delta)):
+        se.alpha = alpha
+        Q = Q_star.copy()
+        Q[idx] += 1e-3 * vec[idx] / np.trace(vec[idx])
+        start = float(np.trace(Q[idx]))
+        for _ in range(checks):
+            Q = se.step(Q)
+        out[round(alpha, 6)] = float(np.trace(Q[idx])) / start
+    return out

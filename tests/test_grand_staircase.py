@@ -1,0 +1,65 @@
+"""Grand staircase of any depth from the SE itself (glm/grand_staircase.py, smi.md 8.4).
+
+Independent paths: the weak-recovery threshold of the deterministic observation grid
+(glm/linearized.py ``weak_recovery``) and the two-layer staircase of ``StaircaseMap``
+(its own width-adapted inner rule, its own RQMC batches and error bar).  Tolerances:
+each error bar here is a first-order bound of at least one standard error (linear sums
+of the contributions), so two independent values differing by more than 2x the sum of
+their bars would happen by chance with probability < 1%.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from symtheory.core.quadrature import TensorRule
+from symtheory.glm import StateEvolution
+from symtheory.glm.grand_staircase import grand_staircase
+from symtheory.glm.linearized import staircase, weak_recovery
+from symtheory.smi import deep_attention
+
+
+@pytest.fixture(scope="module")
+def attention():
+    return deep_attention(2, 2, 1, 1.0)
+
+
+@pytest.mark.parametrize("pinned, match", [((2,), "row indices"), ((-1,), "row indices")])
+def test_pinned_rows_are_checked(attention, pinned, match):
+    with pytest.raises(ValueError, match=match):
+        StateEvolution(attention, 1.0, samples=4, pinned_rows=pinned, check_channel=False)
+
+
+def test_pinned_rows_stay_at_zero(attention):
+    """A pinned row is masked out of Q and Q_hat: the map keeps it at 0 from any start
+    and the solver has one free entry less."""
+    rule = TensorRule("gauss-hermite", 12)
+    se = StateEvolution(attention, 1.0, samples=64, rule=rule, pinned_rows=(0,),
+                        check_channel=False)
+    Q = se.step(np.diag([0.3, 0.5]))
+    assert Q[0, 0] == 0.0 and Q[0, 1] == 0.0 and Q[1, 1] > 0
+    assert se._free_entries() == [(1, 1)]
+
+
+def test_grand_staircase_two_layers(attention):
+    """Two layers: the last row first, at the weak-recovery threshold (deterministic
+    observation grid), then the first row; the SE check brackets both thresholds."""
+    steps = grand_staircase(attention, samples=512, seed=1, rule=TensorRule("gauss-hermite", 16))
+    assert [s.learned_at for s in steps] == [(1,), (0,)]
+    exact = weak_recovery(attention, outer_nodes=32, rule=TensorRule("gauss-hermite", 24))
+    first, second = (s.threshold for s in steps)
+    assert abs(first.alpha - exact.alpha) <= 2 * (first.error + exact.error), (first, exact)
+    assert first.alpha < second.alpha
+    for s in steps:
+        assert s.threshold.converged, s.threshold.message
+        below, above = (s.growth[k] for k in sorted(s.growth))
+        assert below < 1 < above
+
+
+@pytest.mark.slow
+def test_grand_staircase_against_the_two_layer_staircase(attention):
+    """The second threshold against StaircaseMap's (an independent implementation)."""
+    steps = grand_staircase(attention, samples=2000, seed=0)
+    ref = staircase(attention, samples=4096, seed=2)
+    got = steps[1].threshold
+    assert abs(got.alpha - ref.alpha) <= 2 * (got.error + ref.error), (got.message, ref.message)
