@@ -63,3 +63,22 @@ def test_grand_staircase_against_the_two_layer_staircase(attention):
     ref = staircase(attention, samples=4096, seed=2)
     got = steps[1].threshold
     assert abs(got.alpha - ref.alpha) <= 2 * (got.error + ref.error), (got.message, ref.message)
+
+
+def test_cli_grand_staircase(capsys):
+    """``smi threshold --grand-staircase``: one row per stage with the rows learned, and
+    the flags that do not apply refused by name."""
+    import json
+
+    from symtheory.cli import main
+
+    code = main(["smi", "threshold", "--grand-staircase", "--staircase-samples", "256",
+                 "--quadrature-nodes", "12", "--format", "json", "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    rows = out["rows"] if "rows" in out else out
+    assert [r["rows_learned_at"] for r in rows] == ["1", "0"]
+    assert [r["kind"] for r in rows] == ["weak", "staircase"]
+    assert all(r["error"] > 0 for r in rows)
+    assert main(["smi", "threshold", "--grand-staircase", "--weak-only"]) == 2
+    assert "--weak-only" in capsys.readouterr().err

@@ -38,7 +38,8 @@ DEFINITION = ("alpha_c = 1/lambda_max of the linearized SE at the trivial point 
 THRESHOLD_HELP = (
     "Weak-recovery and grand-staircase thresholds from the linearized state evolution of a "
     "model declared in SymPy: attention (--depth --seq-len --skip --inv-temp; the weak "
-    "threshold and, for two layers, the staircase row), phase-retrieval (y = z^2 + "
+    "threshold and, for two layers, the staircase row; from depth 3 every threshold of the "
+    "grand staircase on the SE), phase-retrieval (y = z^2 + "
     "sqrt(delta) xi), outer-product (y = z z^T), sign-product (y = sign(z1 z2) + sqrt(delta) "
     "xi) or --model-file.")
 THRESHOLD_COLUMNS = (
@@ -111,13 +112,23 @@ def cmd_threshold(args) -> int:
         raise ParameterError("--precision applies to sign-product, phase-retrieval (delta > 0 or "
                              "0) and outer-product (and model files with such links); the "
                              "attention expectation is computed in float64")
-    want_stair = (args.model or "attention") == "attention" and args.model_file is None \
-        and not args.weak_only
+    attention = (args.model or "attention") == "attention" and args.model_file is None
     depth = args.depth if args.depth is not None else SHAPE_DEFAULTS["depth"]
+    if args.grand_staircase and (args.weak_only or precision is not None
+                                 or args.target_error is not None):
+        raise ParameterError("--grand-staircase is a Monte-Carlo computation on the SE: "
+                             "--weak-only, --precision and --target-error do not apply to it")
+    # deep attention: the SE-based staircase unless only the (deterministic, slow at
+    # depth >= 3) weak-recovery grid is asked for
+    grand = args.grand_staircase or (attention and depth >= 3 and not args.weak_only
+                                     and args.target_error is None)
+    want_stair = attention and not args.weak_only and not grand
     if want_stair and depth != 2:
         raise ParameterError("--depth must be 2 for the staircase row (smi.md 8.4); give "
                              "--weak-only for other depths")
     model, noise = build_threshold_model(args)
+    if grand:
+        return _grand_staircase(model, noise, args)
 
     import mpmath
 
@@ -156,6 +167,49 @@ def cmd_threshold(args) -> int:
             "definition": DEFINITION}
     stem = f"smi_threshold_{args.model or 'model_file'}"
     return emit(Table(cols, meta), args, stem)
+
+
+def _grand_staircase(model, noise, args) -> int:
+    """Every threshold of the grand staircase from the SE itself (glm/grand_staircase.py);
+    a deep link is integrated by the Laplace-RQMC rule with a fixed number of points
+    (the map stays smooth for the root finders)."""
+    import sys
+
+    from ..core.table import Table
+    from ..glm.deep_posterior import LaplaceQMCModel
+    from ..glm.grand_staircase import grand_staircase
+    from ..glm.laplace_qmc import LaplaceQMCRule
+
+    if noise:
+        raise ParameterError("--grand-staircase needs a noiseless model (the SE's pinned rows "
+                             "use the model's even symmetry and reduction)")
+    from ..core.quadrature import TensorRule
+
+    rule = (LaplaceQMCRule(tol=5e-2, points=128, max_points=128)
+            if isinstance(model, LaplaceQMCModel) else
+            TensorRule("gauss-hermite", args.quadrature_nodes))
+    quiet = getattr(args, "quiet", False)
+    steps = grand_staircase(model, samples=args.staircase_samples, seed=args.seed, rule=rule,
+                            log=None if quiet else (lambda line: print(line, file=sys.stderr,
+                                                                       flush=True)))
+    cols = {k: [] for k in ("kind", "alpha", "error", "method", "digits_confirmed", "subspace",
+                            "seconds", "rows_learned_before", "rows_learned_at", "converged")}
+    for st in steps:
+        r = st.threshold
+        cols["kind"].append(r.kind)
+        cols["alpha"].append(float(r.alpha))
+        cols["error"].append(float(r.error))
+        cols["method"].append(r.method)
+        cols["digits_confirmed"].append(float("nan"))
+        cols["subspace"].append(_subspace_label(r.subspace))
+        cols["seconds"].append(round(r.seconds, 3))
+        cols["rows_learned_before"].append(" ".join(map(str, st.learned_before)))
+        cols["rows_learned_at"].append(" ".join(map(str, st.learned_at)))
+        cols["converged"].append(bool(r.converged))
+    meta = {"model": model.description or model.name, "noise_variance": 0.0,
+            "samples": args.staircase_samples, "seed": args.seed,
+            "messages": [st.threshold.message for st in steps], "definition": DEFINITION}
+    return emit(Table(cols, meta), args, f"smi_grand_staircase_{args.model or 'model_file'}")
 
 
 # ----------------------------------------------------------------------- phase diagram
@@ -337,6 +391,12 @@ def register_threshold(smi_subparsers) -> None:
                    help=f"alpha to DIGITS significant digits with mpmath, confirmed by a run at "
                         f"2 DIGITS (digits_confirmed), an integer in [1, {MAX_PRECISION}]")
     _add_numerics(p)
+    p.add_argument("--grand-staircase", action="store_true",
+                   help="every threshold of the grand staircase from the SE itself "
+                        "(glm/grand_staircase.py: rows not learned pinned at 0, Monte Carlo on "
+                        "--staircase-samples frozen samples; extra columns rows_learned_before, "
+                        "rows_learned_at (row a = layer a + 1), converged); the default for "
+                        "attention at depth >= 3 without --weak-only")
     add_output(p)
     p.set_defaults(func=cmd_threshold)
 
