@@ -40,11 +40,14 @@ def main():
     args = p.parse_args()
     out = output_dir(__file__, args)
     quick = args.quick
-    alphas = args.alphas or ([0.15, 0.6] if quick else [0.15, 0.4, 0.8, 1.2, 1.6, 2.4])
-    samples = args.samples or (64 if quick else 4000)
+    # full: two points per stage of the grand staircase measured by `smi threshold --depth
+    # 3` (layer 3 at 0.212, layer 1 at 0.991, layer 2 at ~1.11; README), and alpha < 1.5,
+    # the counting bound of perfect recovery (2 outputs per sample, 3 layers)
+    alphas = args.alphas or ([0.15, 0.6] if quick else [0.15, 0.6, 0.9, 1.05, 1.3, 1.45])
+    samples = args.samples or (64 if quick else 2000)
     max_iter = args.max_iter or (8 if quick else 60)
     rule = (LaplaceQMCRule(tol=5e-2, points=64, max_points=64, adapt=1) if quick
-            else LaplaceQMCRule(tol=3e-2, points=256, max_points=1024))
+            else LaplaceQMCRule(tol=5e-2, points=128, max_points=1024))
     model = deep_attention(3, 2, 1, 1.0)
     params = dict(model=model.description, samples=samples, alphas=alphas, rule=rule.describe(),
                   start="0.05 I", max_iter=max_iter, error_samples=20000 if quick else 200000)

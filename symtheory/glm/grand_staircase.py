@@ -43,8 +43,8 @@ import numpy as np
 
 from ..core.solvers import find_root
 from ..core.validate import ParameterError
-from .linearized import ThresholdResult, operator_matrix, prior_jacobian, tensor_from_jacobians, \
-    top_eigen
+from .linearized import (ThresholdResult, operator_matrix, prior_jacobian, sym_basis,
+                         tensor_from_jacobians, top_eigen)
 from .priors import GaussianPrior
 from .se import StateEvolution
 
@@ -95,8 +95,6 @@ def subspace_instability(se: StateEvolution, Q, rows):
     # per-sample values of v^T A_s v: the Rayleigh quotient is stationary at v, so its
     # spread is the first-order error of lambda
     Gs = np.einsum("samcn,cd,sbmdn->sab", J, G, J, optimize=True)
-    from .linearized import sym_basis
-
     _, B = sym_basis(u)
     v = np.einsum("iab,ab->i", B, G)
     per = np.einsum("i,ij,jab,sab->s", v, A_prior, B, Gs, optimize=True)
@@ -115,7 +113,7 @@ def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,
     Stage ``k >= 1`` is solved in the overlaps of the learned rows, not in alpha: the
     channel does not depend on alpha, so ``Q_S`` is a fixed point at the threshold iff
 
-        F_prior^{-1}(Q_S) = Q_hat(Q; alpha = 1)_S / lambda_U(Q),   alpha_c = 1 / lambda_U(Q),
+        Q_S = F_prior(Q_hat(Q; alpha = 1)_S / lambda_U(Q)),   alpha_c = 1 / lambda_U(Q),
 
     one map evaluation per trial ``Q`` (no SE solve inside).  One learned overlap: its
     sign change is bracketed on ``q_grid`` and solved by Brent (``xtol`` in ``q``); more:
@@ -128,9 +126,10 @@ def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,
     (shared by every stage; a rule whose cost escalates per sample makes the map jump,
     so give a randomized rule a fixed number of points); ``check_delta``, ``checks``: the
     SE order check at ``alpha_c (1 +- delta)``, ``delta = max(check_delta, 3 stderr(lambda)
-    / lambda)`` (the check compares two Monte-Carlo estimates of the same slope), with ``checks`` iterations of the map (the square estimator,
-    proportional to the small overlap).  ``log``: a callable
-    receiving one line per evaluation (progress on long runs).  Returns the list of
+    / lambda)`` (the check compares two Monte-Carlo estimates of the same slope), with
+    ``checks`` iterations of the map (the square estimator, proportional to the small
+    overlap).  ``log``: a callable receiving one line per evaluation (progress on long
+    runs).  Returns the list of
     :class:`StaircaseStep`."""
     t_start = time.perf_counter()
     if not model.is_even:
@@ -254,7 +253,8 @@ def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,
         msg = (f"rows {tuple(learned)} learned (Q* diag {np.round(np.diag(at['Q']), 5)}); rows "
                f"{nxt} become unstable at alpha = {alpha_c:.6g} +- {err:.2g} (lambda "
                f"{at['lam']:.5g} +- {at['lam_se']:.2g} at fixed Q*; lambda at the root +- "
-               f"{lam_err:.2g} with the root's own shift); {how}; spectral radius of the stage's SE Jacobian {radius:.3g}; "
+               f"{lam_err:.2g} with the root's own shift); {how}; spectral radius of the "
+               f"stage's SE Jacobian {radius:.3g}; "
                "SE check: overlap of the next rows multiplied by " + ", ".join(
                    f"{v:.3g} at alpha {k:.5g}" for k, v in growth.items())
                + f" over {checks} iterations")
