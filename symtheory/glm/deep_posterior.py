@@ -183,7 +183,7 @@ class LaplaceQMCChannel(ReducedChannel):
             logZ[todo], mean[todo], cov[todo] = out[0], out[1], out[2]
             return out[3]
 
-        err, used = rqmc_levels(rule, n, run)
+        err, used = rqmc_levels(rule, n, run, double_near_tol=True)
         self.components = comps
         self.points_used = used
         method = (f"reduction (smi.md 9) + {rule.describe()}; error = 95% half-width over the "

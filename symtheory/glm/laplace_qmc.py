@@ -19,7 +19,8 @@ peaks only reduce its variance.  ``R`` independent scramblings give ``R`` estima
 ``(log Z, E[x], E[x x^T])``; their spread is the reported error: the 95% Student-t
 half-width of their mean, in natural units (``log Z``; means over prior standard
 deviations; covariances over their products).  Samples above the tolerance are
-recomputed with 2x or 4x the points, up to ``max_points`` (:func:`rqmc_levels`).
+recomputed with 4x the points (2x when close, for the deep driver), up to
+``max_points`` (:func:`rqmc_levels`).
 
 Users: :mod:`.deep_posterior` (noiseless reduced deep links) and
 :class:`~symtheory.glm.multi_index.GaussianNoiseChannel` (``|R| >= 2`` non-affine indices
@@ -129,13 +130,15 @@ class LaplaceQMCRule:
         return float(t.ppf(0.975, int(self.scrambles) - 1))
 
 
-def rqmc_levels(rule: LaplaceQMCRule, n: int, run):
+def rqmc_levels(rule: LaplaceQMCRule, n: int, run, *, double_near_tol: bool = False):
     """Per-sample escalation: ``run(todo, points) -> err`` computes the samples ``todo``
     with ``points`` per component and scrambling and returns their errors; samples above
-    ``rule.tol`` are redone with more points up to ``rule.max_points``: 2x when the
-    error is within ``sqrt(2 / 1.25)`` of the tolerance (the RQMC error falls at least as
-    ``1 / sqrt(points)``; 1.25 is a margin for the spread of the estimate), 4x otherwise.
-    Returns the errors and the points each sample used."""
+    ``rule.tol`` are redone with 4x the points up to ``rule.max_points``, or 2x with
+    ``double_near_tol`` when the error is within ``sqrt(2 / 1.25)`` of the tolerance (the
+    RQMC error falls at least as ``1 / sqrt(points)``; 1.25 is a margin for the spread
+    of the estimate; worth it where a level costs no more than its points, as when the
+    proposal is kept between levels).  Returns the errors and the points each sample
+    used."""
     err = np.full(n, np.inf)
     used = np.zeros(n, dtype=np.int64)
     queue = {rule.points: np.arange(n)}
@@ -147,7 +150,7 @@ def rqmc_levels(rule: LaplaceQMCRule, n: int, run):
         if npts >= rule.max_points:
             continue
         todo = todo[~(err[todo] <= rule.tol)]
-        close = 1.25 * (err[todo] / rule.tol) ** 2 <= 2
+        close = double_near_tol & (1.25 * (err[todo] / rule.tol) ** 2 <= 2)
         for factor, group in ((2, todo[close]), (4, todo[~close])):
             if group.size:
                 nxt = min(factor * npts, rule.max_points)
