@@ -294,6 +294,14 @@ def {name}_ridge_factor(H, pmin, inflate, Lc):
 
 
 @numba.njit(cache=True)
+def {name}_workspace(K, M, r, pf):
+    """The work arrays of {name}_psi: lk, Xall, tout, Tw, Ew, X, dv, u (one set per
+    sample: each thread of the parallel loops owns its own)."""
+    return (numpy.empty(K), numpy.zeros((K, M, r)), numpy.empty(M * M), numpy.empty((M, M)),
+            numpy.empty((M, r)), numpy.empty((M, r)), numpy.empty(r), numpy.zeros((pf, M)))
+
+
+@numba.njit(cache=True)
 def {name}_mixture_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Luu,
                        Vuu_inv, logdet_Vuu, Bm, Cinv, logdetC, flips, ts, nscan, nstart,
                        inflate, pmin, ess_add, ess_done, prior_share, n_adapt,
@@ -309,14 +317,7 @@ def {name}_mixture_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, 
     dfree = pf * M
     nflip = flips.shape[0]
     ncomp_max = out_cm.shape[1]
-    lk = numpy.empty(K)
-    Xall = numpy.zeros((K, M, r))
-    tout = numpy.empty(M * M)
-    Tw = numpy.empty((M, M))
-    Ew = numpy.empty((M, r))
-    X = numpy.empty((M, r))
-    dv = numpy.empty(r)
-    u = numpy.zeros((pf, M))
+    lk, Xall, tout, Tw, Ew, X, dv, u = {name}_workspace(K, M, r, pf)
     H = numpy.zeros((dfree, dfree))
     g = numpy.zeros(dfree)
     xt = numpy.zeros(dfree)
@@ -481,14 +482,7 @@ def {name}_sample_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, V
     dfree = pf * M
     d = P * M
     ncomp = mix_n[s]
-    lk = numpy.empty(K)
-    Xall = numpy.zeros((K, M, r))
-    tout = numpy.empty(M * M)
-    Tw = numpy.empty((M, M))
-    Ew = numpy.empty((M, r))
-    X = numpy.empty((M, r))
-    dv = numpy.empty(r)
-    u = numpy.zeros((pf, M))
+    lk, Xall, tout, Tw, Ew, X, dv, u = {name}_workspace(K, M, r, pf)
     x = numpy.zeros(dfree)
     z = numpy.zeros(d)
     cm = mix_m[s].copy()
