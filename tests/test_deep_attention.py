@@ -75,7 +75,8 @@ def test_deep_attention_picks_the_rule(depth2, depth3):
 
 @pytest.mark.parametrize("kw", [dict(tol=0.0), dict(points=100), dict(scrambles=2),
                                 dict(inflate=0.5), dict(prior_share=1.0),
-                                dict(points=64, max_points=32)])
+                                dict(points=64, max_points=32), dict(starts=0),
+                                dict(scan=16, starts=32)])
 def test_bad_rule_raises(kw):
     with pytest.raises(ParameterError):
         LaplaceQMCRule(**kw)
@@ -115,6 +116,30 @@ def test_depth3_against_tensor_gauss_hermite(depth3):
     diff = _natural_diff(got, ref, V, depth3.M)
     bound = 2 * qmc.last_accuracy.error + gh.last_accuracy.error
     assert np.all(diff <= bound), (diff, qmc.last_accuracy.error, gh.last_accuracy.error)
+
+
+@SLOW
+def test_nearly_known_stage_reaches_its_tolerance(depth3):
+    """Issue 12, the bench's hard stage Q = diag(0.2, 0.2, 0.98): the posterior over the
+    free rows lies near a curved 2-D manifold (the solved layer is nearly known), several
+    modes that are not sign-flip images of each other.  Samples 79 and 173 of this draw
+    stayed at a reported 0.065 / 0.052 (above tol 3e-2) with 2 refit rounds and 4096
+    points; with the default rule and escalation up to 65536 points they must reach
+    3e-2 and agree with a stronger run (32768 points x 16 scramblings, another
+    randomization) within 2x the sum of the two stated 95% half-widths."""
+    y, omega, V = _samples(depth3, np.diag([0.2, 0.2, 0.98]), 200, 7)
+    pick = [79, 173]
+    y, omega = y[pick], omega[pick]
+    ch = depth3.channel(rule=LaplaceQMCRule(tol=3e-2, max_points=65536))
+    got = ch.moments(y, omega, V)
+    err = ch.last_accuracy.error
+    assert np.all(err <= 3e-2), err
+    strong = depth3.channel(rule=LaplaceQMCRule(tol=1e-4, points=32768, max_points=32768,
+                                                scrambles=16, seed=2024))
+    ref = strong.moments(y, omega, V)
+    diff = _natural_diff(got, ref, V, depth3.M)
+    assert np.all(diff <= 2 * (err + strong.last_accuracy.error)), (
+        diff, err, strong.last_accuracy.error)
 
 
 @SLOW

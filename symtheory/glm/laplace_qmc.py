@@ -19,7 +19,8 @@ peaks only reduce its variance.  ``R`` independent scramblings give ``R`` estima
 ``(log Z, E[x], E[x x^T])``; their spread is the reported error: the 95% Student-t
 half-width of their mean, in natural units (``log Z``; means over prior standard
 deviations; covariances over their products).  Samples above the tolerance are
-recomputed with 4x the points, up to ``max_points`` (:func:`rqmc_levels`).
+recomputed with 4x the points (2x when close, for the deep driver), up to
+``max_points`` (:func:`rqmc_levels`).
 
 Users: :mod:`.deep_posterior` (noiseless reduced deep links) and
 :class:`~symtheory.glm.multi_index.GaussianNoiseChannel` (``|R| >= 2`` non-affine indices
@@ -50,9 +51,14 @@ class LaplaceQMCRule:
     power of 2); ``max_points``: the largest level; ``scrambles``: independent
     randomizations (>= 4, error estimate); ``inflate``: widening of the Laplace
     covariances (>= 1); ``prior_share``: weight of the defensive component; ``adapt``:
-    rounds of moment-matching refits of the peak components (adaptive importance
-    sampling); ``scan``: component-0 points scanned for a start; ``seed``: the
-    randomization (fixed, so the moments are a deterministic function of the inputs).
+    rounds of adaptive importance sampling (moment-matching refits of the peak
+    components; the deep driver also adds a component on the ridge where the heaviest
+    weights lie while they are uneven: a posterior near a curved manifold -- a nearly
+    known solved layer of a deep link -- needs several rounds); ``scan``: component-0
+    points scanned for Newton starts; ``starts``: how many of the best of them (outside
+    the peaks already found) Newton starts from (each mode is refined from its sign-flip
+    images too); ``seed``: the randomization (fixed, so the moments are a deterministic
+    function of the inputs).
     """
 
     tol: float = 3e-3
@@ -61,8 +67,9 @@ class LaplaceQMCRule:
     scrambles: int = 8
     inflate: float = 1.5
     prior_share: float = 0.15
-    adapt: int = 2
+    adapt: int = 6
     scan: int = 64
+    starts: int = 4
     seed: int = 12345
 
     def __post_init__(self):
@@ -84,6 +91,8 @@ class LaplaceQMCRule:
             raise ParameterError(f"prior_share must be in (0, 1), got {self.prior_share}")
         if not 1 <= int(self.scan) <= self.points:
             raise ParameterError(f"scan must be in [1, points={self.points}], got {self.scan}")
+        if not 1 <= int(self.starts) <= int(self.scan):
+            raise ParameterError(f"starts must be in [1, scan={self.scan}], got {self.starts}")
 
     def describe(self) -> str:
         return (f"Laplace-centred RQMC (Sobol {self.points}..{self.max_points} points per "
@@ -98,7 +107,8 @@ class LaplaceQMCRule:
         if points == self.points:
             return None
         return dataclasses.replace(self, points=points, max_points=max(points, self.max_points // 4),
-                                   scan=min(self.scan, points), tol=2 * self.tol)
+                                   scan=min(self.scan, points),
+                                   starts=min(self.starts, points), tol=2 * self.tol)
 
     def normal_points(self, dim: int, n: int) -> np.ndarray:
         """``(scrambles + 1, n, dim)`` standard normal RQMC points (the last one for the
@@ -120,22 +130,31 @@ class LaplaceQMCRule:
         return float(t.ppf(0.975, int(self.scrambles) - 1))
 
 
-def rqmc_levels(rule: LaplaceQMCRule, n: int, run):
+def rqmc_levels(rule: LaplaceQMCRule, n: int, run, *, double_near_tol: bool = False):
     """Per-sample escalation: ``run(todo, points) -> err`` computes the samples ``todo``
     with ``points`` per component and scrambling and returns their errors; samples above
-    ``rule.tol`` are redone with 4x the points up to ``rule.max_points``.  Returns the
-    errors and the points each sample used."""
+    ``rule.tol`` are redone with 4x the points up to ``rule.max_points``, or 2x with
+    ``double_near_tol`` when the error is within ``sqrt(2 / 1.25)`` of the tolerance (the
+    RQMC error falls at least as ``1 / sqrt(points)``; 1.25 is a margin for the spread
+    of the estimate; worth it where a level costs no more than its points, as when the
+    proposal is kept between levels).  Returns the errors and the points each sample
+    used."""
     err = np.full(n, np.inf)
     used = np.zeros(n, dtype=np.int64)
-    todo = np.arange(n)
-    npts = rule.points
-    while todo.size:
+    queue = {rule.points: np.arange(n)}
+    while queue:
+        npts = min(queue)
+        todo = queue.pop(npts)
         err[todo] = run(todo, npts)
         used[todo] = npts
         if npts >= rule.max_points:
-            break
+            continue
         todo = todo[~(err[todo] <= rule.tol)]
-        npts = min(4 * npts, rule.max_points)
+        close = double_near_tol & (1.25 * (err[todo] / rule.tol) ** 2 <= 2)
+        for factor, group in ((2, todo[close]), (4, todo[~close])):
+            if group.size:
+                nxt = min(factor * npts, rule.max_points)
+                queue[nxt] = np.union1d(queue.get(nxt, group[:0]), group)
     return err, used
 
 
