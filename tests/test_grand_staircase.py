@@ -72,8 +72,8 @@ def test_cli_grand_staircase(capsys):
 
     from symtheory.cli import main
 
-    code = main(["smi", "threshold", "--grand-staircase", "--staircase-samples", "256",
-                 "--quadrature-nodes", "12", "--format", "json", "--quiet"])
+    code = main(["smi", "threshold", "--grand-staircase", "--staircase-samples", "128",
+                 "--quadrature-nodes", "10", "--format", "json", "--quiet"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     rows = out["rows"] if "rows" in out else out
