@@ -165,8 +165,10 @@ class BSRTheory:
                             doc="quadratic for y - 1 (smaller root; rho >= 1, small D)")),
             "rho": k(Kernel("bsr_beta_inf_y_minus_rho", (M.rho, M.D), list(shifted[M.rho]),
                             doc="quadratic for y - rho (smaller root; rho < 1, small D)"))}
-        self.ridge = k(Kernel("bsr_ridge_mse", (M.alpha, M.delta), [M.ridge_mse()],
-                              doc="Bayes-optimal ridge error on vectorized tokens"))
+        # the ridge error is the largest root of this quadratic, by the cancellation-free
+        # root formula; the closed form M.ridge_mse() (checked against it in the tests)
+        # is not compiled: at Delta = 0 it is 1 - alpha by a difference of O(1) terms,
+        # which loses ~8 digits at alpha = 1 - 1e-5
         self.ridge_quadratic = k(Kernel("bsr_ridge_quadratic", (M.alpha, M.delta),
                                         list(M.ridge_quadratic()),
                                         doc="ridge fixed point as a quadratic (largest root)"))
