@@ -82,3 +82,28 @@ def test_cli_grand_staircase(capsys):
     assert all(r["error"] > 0 for r in rows)
     assert main(["smi", "threshold", "--grand-staircase", "--weak-only"]) == 2
     assert "--weak-only" in capsys.readouterr().err
+
+
+def test_alpha_continuation_agrees_with_the_overlap_space_root(attention):
+    """The stable-branch path (SE solves in alpha from below, the fallback for an unstable
+    overlap-space root) and the overlap-space root solve the same frozen-sample equations;
+    where the root is a stable fixed point (here: spectral radius ~0.84) they must give
+    the same alpha to the continuation's Brent tolerance (5e-3 relative), with comparable
+    error bars, and the SE check must bracket it."""
+    lines = []
+    step = grand_staircase(attention, samples=512, seed=1, rule=TensorRule("gauss-hermite", 16),
+                           alpha_continuation="always", log=lines.append)[1]
+    t = step.threshold
+    assert "alpha continuation" in t.message and any("continuation:" in s for s in lines)
+    root = t.details["alpha_overlap_root"]
+    assert t.details["spectral_radius_overlap_root"] < 1
+    assert abs(t.alpha - root) <= 5e-3 * root, (t.alpha, root)
+    assert t.details["spectral_radius"] < 1 and t.converged, t.message
+    assert 0 < t.error < 0.1 * t.alpha
+    below, above = (step.growth[k] for k in sorted(step.growth))
+    assert below < 1 < above
+
+
+def test_alpha_continuation_option_is_checked(attention):
+    with pytest.raises(ValueError, match="alpha_continuation"):
+        grand_staircase(attention, samples=16, alpha_continuation="sometimes")

@@ -106,7 +106,8 @@ def subspace_instability(se: StateEvolution, Q, rows):
 def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,
                     q_grid=(0.02, 0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995,
                             0.998, 0.999),
-                    xtol=1e-5, resid_tol=1e-3, check_delta=0.1, checks=4, log=None):
+                    xtol=1e-5, resid_tol=1e-3, check_delta=0.1, checks=4,
+                    alpha_continuation="auto", log=None):
     """All thresholds of the grand staircase of an even model (module docstring), from the
     first learnable subspace to the last row.
 
@@ -120,7 +121,11 @@ def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,
     MINPACK's hybrid Powell (``scipy.optimize.root``) from the last stage's point with the
     new rows started at their own bracketed root (accepted when its largest residual,
     in overlap units, is below ``resid_tol``).  The point must be a stable fixed
-    point of the stage's SE (spectral radius of its Jacobian < 1, checked).
+    point of the stage's SE (spectral radius of its Jacobian < 1, checked); where it is
+    not (``alpha_continuation='auto'``; ``'always'``: at every stage after the first;
+    ``'never'``: flag it) the threshold is found on the SE's stable branch instead, by
+    SE solves in alpha from the previous threshold (:func:`_alpha_continuation`, ~10
+    solves: the costly path).
 
     ``samples``, ``seed``, ``rule``: the SE's frozen Monte-Carlo samples and channel rule
     (shared by every stage; a rule whose cost escalates per sample makes the map jump,
@@ -143,6 +148,9 @@ def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,
             raise ParameterError(f"{name} must be in (0, 1), got {v}")
     if int(checks) < 1:
         raise ParameterError(f"checks must be >= 1, got {checks}")
+    if alpha_continuation not in ("auto", "always", "never"):
+        raise ParameterError(f"alpha_continuation must be 'auto', 'always' or 'never', got "
+                             f"{alpha_continuation!r}")
     prior = prior or GaussianPrior()
     say = log or (lambda line: None)
     P = model.P
@@ -242,6 +250,22 @@ def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,
         # std(X + Y) <= std X + std Y whatever their correlation)
         lam_err = abs(sens) * at["lam_se"] + via_q
         err = alpha_c * lam_err / at["lam"]
+        extra = {}
+        if entries and (alpha_continuation == "always"
+                        or alpha_continuation == "auto" and not radius < 1):
+            # the overlap-space root is a fixed point the SE does not reach (e.g. the
+            # unstable branch of a fold); follow the stable branch in alpha instead
+            say(f"stage {len(steps) + 1}: Q* at alpha {alpha_c:.5g} has spectral radius "
+                f"{radius:.3g}; following the SE's stable branch in alpha")
+            radius_root, alpha_root = radius, alpha_c
+            cont = _alpha_continuation(make, U, Q_prev, steps[-1].threshold.alpha, alpha_c,
+                                       say)
+            at, alpha_c, err, lam_err, radius = (cont["at"], cont["alpha"], cont["error"],
+                                                 cont["lam_err"], cont["radius"])
+            extra = {"alpha_overlap_root": alpha_root, "spectral_radius_overlap_root": radius_root,
+                     "continuation_solves": cont["solves"]}
+            how = (f"{how} gave alpha {alpha_root:.5g} at a fixed point of spectral radius "
+                   f"{radius_root:.3g}; then {cont['how']}")
         vec = at["vector"]
         nxt = tuple(a for a in U if abs(vec[a, a]) > 1e-3)
         # the check compares the map's square estimator with lambda, two Monte-Carlo
@@ -270,12 +294,109 @@ def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,
             seconds=time.perf_counter() - t_start,
             details={"Q_star": at["Q"].tolist(), "lambda_stderr": at["lam_se"],
                      "lambda_error_at_root": lam_err,
-                     "spectral_radius": radius, "evaluations": len(cache)})
+                     "spectral_radius": radius, "evaluations": len(cache), **extra})
         steps.append(StaircaseStep(res, tuple(learned), nxt, at["Q"], growth))
         say(msg)
         learned += list(nxt)
         Q_prev = at["Q"].copy()
     return steps
+
+
+def _alpha_continuation(make, U, Q_prev, alpha_prev, alpha_guess, say, *,
+                        rel_step=0.08, rtol=5e-3, max_solves=14):
+    """Threshold of a stage on the SE's stable branch: ``G(alpha) = alpha lambda_U(Q*(alpha))
+    - 1`` with ``Q*(alpha)`` the stage's SE fixed point (rows ``U`` pinned) -- the branch the
+    SE reaches from below: each solve starts from the fixed point of the largest alpha
+    already solved below it (the first from the previous stage's ``Q_prev`` plus 0.05 on
+    the rows learned at ``alpha_prev``); the SE map is monotone in ``Q`` and in alpha, so
+    the iterates increase to the smallest fixed point above that start.  Bracketed from
+    ``alpha_guess`` (the overlap-space root) by steps of ``rel_step`` (growing 1.5x per
+    step, never below ``alpha_prev``), then Brent to ``rtol`` relative (the Monte-Carlo
+    error is larger).
+
+    Error bar (first order, added linearly): ``lambda``'s standard error at fixed ``Q*``
+    and its shift by ``Q*``'s propagated standard error (``d lambda/dQ`` by one-sided
+    differences), divided by the slope ``d(alpha lambda)/d alpha`` of the bracket."""
+    se = make(U)
+    entries = se._free_entries()
+    solved = {}
+    floor = alpha_prev * (1 + 1e-3)
+
+    def at_alpha(alpha):
+        alpha = float(alpha)
+        if alpha not in solved:
+            if len(solved) >= max_solves:
+                raise ParameterError(f"grand staircase (alpha continuation): no threshold of "
+                                     f"the rows {tuple(U)} after {max_solves} SE solves at "
+                                     f"alpha {sorted(solved)}")
+            t0 = time.perf_counter()
+            below = [a for a in solved if a < alpha]
+            if below:
+                Q0 = solved[max(below)]["Q"]
+            else:
+                Q0 = Q_prev.copy()
+                for a, b in entries:
+                    if a == b and Q0[a, a] == 0:
+                        Q0[a, a] = 0.05
+            se.alpha = alpha
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                res = se.solve(Q0, tol=1e-6, max_iter=200, stderr=False, warmup=None)
+            lam, lam_se, G = subspace_instability(se, res.Q, U)
+            solved[alpha] = {"Q": res.Q, "lam": lam, "lam_se": lam_se, "vector": G,
+                             "g": alpha * lam - 1.0, "res": res}
+            say(f"  continuation: alpha {alpha:.5g}  Q diag {np.round(np.diag(res.Q), 5)}  "
+                f"lambda {lam:.5g} +- {lam_se:.2g}  alpha lambda - 1 = {alpha * lam - 1:+.4g}  "
+                f"(SE {res.iterations} iterations, converged {res.converged}, stable "
+                f"{res.stable}; {time.perf_counter() - t0:.0f} s)")
+        return solved[alpha]
+
+    step = rel_step
+    a = max(float(alpha_guess), floor)
+    if at_alpha(a)["g"] < 0:
+        lo = a
+        while at_alpha(a)["g"] < 0:
+            lo, a, step = a, a * (1 + step), 1.5 * step
+        hi = a
+    else:
+        hi = a
+        while a > floor and at_alpha(a)["g"] >= 0:
+            hi, a, step = a, max(a / (1 + step), floor), 1.5 * step
+        if at_alpha(a)["g"] >= 0:
+            raise ParameterError(f"grand staircase: the rows {tuple(U)} are already unstable "
+                                 f"just above the previous threshold {alpha_prev:.5g}; the "
+                                 "stages are not separated")
+        lo = a
+    root = find_root(lambda x: at_alpha(x)["g"], lo, hi, xtol=rtol * lo, rtol=1e-12,
+                     maxiter=max_solves, f_lo=solved[lo]["g"], f_hi=solved[hi]["g"],
+                     name="grand staircase (alpha continuation)")
+    alpha_c = float(root.value)
+    pt = at_alpha(alpha_c)
+    # the fixed point's standard error and stability at the root
+    se.alpha = alpha_c
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fin = se.solve(pt["Q"], tol=1e-6, max_iter=50, warmup=None)
+    J = se.map_jacobian(fin.Q, step=1e-5)
+    radius = float(np.max(np.abs(np.linalg.eigvals(J)))) if J is not None else float("nan")
+    lam, lam_se, G = subspace_instability(se, fin.Q, U)
+    x = se._to_free(fin.Q)
+    via_q = 0.0
+    for i, (a, b) in enumerate(entries):
+        h = 1e-4 * max(min(x[i], 1 - x[i]), 1e-3)
+        xp = x.copy()
+        xp[i] += h if x[i] + h < 1 else -h
+        lam_i = subspace_instability(se, se._from_free(xp), U)[0]
+        via_q += abs((lam_i - lam) / (xp[i] - x[i])) * float(fin.Q_stderr[a, b])
+    lam_err = lam_se + via_q
+    slope = (hi * solved[hi]["lam"] - lo * solved[lo]["lam"]) / (hi - lo)
+    qhat1, qhat1_se, _ = se.qhat(fin.Q, alpha=1.0)
+    at = {"Q": fin.Q, "lam": 1.0 / alpha_c, "lam_se": lam_se, "vector": G, "alpha": alpha_c,
+          "qhat1": qhat1, "qhat1_se": qhat1_se, "lambda_at_Q": lam}
+    return {"at": at, "alpha": alpha_c, "error": alpha_c * lam_err / abs(slope),
+            "lam_err": lam_err, "radius": radius, "solves": len(solved),
+            "how": (f"alpha continuation on the SE's stable branch ({len(solved)} SE solves, "
+                    f"bracket [{lo:.5g}, {hi:.5g}], Brent to {rtol:g} relative)")}
 
 
 def _stage_residual(se, prior, Q, qhat1, lam):

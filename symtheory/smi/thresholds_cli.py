@@ -122,6 +122,9 @@ def cmd_threshold(args) -> int:
     # depth >= 3) weak-recovery grid is asked for
     grand = args.grand_staircase or (attention and depth >= 3 and not args.weak_only
                                      and args.target_error is None)
+    if args.alpha_continuation != "auto" and not grand:
+        raise ParameterError("--alpha-continuation applies to the grand staircase only "
+                             "(--grand-staircase, or attention at depth >= 3)")
     want_stair = attention and not args.weak_only and not grand
     if want_stair and depth != 2:
         raise ParameterError("--depth must be 2 for the staircase row (smi.md 8.4); give "
@@ -190,6 +193,7 @@ def _grand_staircase(model, noise, args) -> int:
             TensorRule("gauss-hermite", args.quadrature_nodes))
     quiet = getattr(args, "quiet", False)
     steps = grand_staircase(model, samples=args.staircase_samples, seed=args.seed, rule=rule,
+                            alpha_continuation=args.alpha_continuation,
                             log=None if quiet else (lambda line: print(line, file=sys.stderr,
                                                                        flush=True)))
     cols = {k: [] for k in ("kind", "alpha", "error", "method", "digits_confirmed", "subspace",
@@ -208,6 +212,7 @@ def _grand_staircase(model, noise, args) -> int:
         cols["converged"].append(bool(r.converged))
     meta = {"model": model.description or model.name, "noise_variance": 0.0,
             "samples": args.staircase_samples, "seed": args.seed,
+            "alpha_continuation": args.alpha_continuation,
             "messages": [st.threshold.message for st in steps], "definition": DEFINITION}
     return emit(Table(cols, meta), args, f"smi_grand_staircase_{args.model or 'model_file'}")
 
@@ -397,6 +402,11 @@ def register_threshold(smi_subparsers) -> None:
                         "--staircase-samples frozen samples; extra columns rows_learned_before, "
                         "rows_learned_at (row a = layer a + 1), converged); the default for "
                         "attention at depth >= 3 without --weak-only")
+    p.add_argument("--alpha-continuation", choices=("auto", "always", "never"), default="auto",
+                   help="--grand-staircase: find a stage's threshold by SE solves in alpha on "
+                        "the SE's stable branch (about 10 solves) where the fast overlap-space "
+                        "root is not a stable fixed point (auto), at every stage after the "
+                        "first (always), or never (the stage is then flagged not converged)")
     add_output(p)
     p.set_defaults(func=cmd_threshold)
 
