@@ -242,7 +242,7 @@ def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,
         radius, via_q = 0.0, 0.0
         sens = 1.0
         if entries:
-            J = se_at.map_jacobian(at["Q"], step=1e-5)
+            J = se_at.map_jacobian(at["Q"], step=max(1e-5, se_at.difference_step))
             radius = float(np.max(np.abs(np.linalg.eigvals(J)))) if J is not None else np.nan
             sens, via_q = _root_sensitivity(evaluate, se, prior, at)
         # first order: alpha_c = 1/lambda(x*(...)); lambda's own error moves alpha directly
@@ -377,13 +377,13 @@ def _alpha_continuation(make, U, Q_prev, alpha_prev, alpha_guess, say, *,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fin = se.solve(pt["Q"], tol=1e-6, max_iter=50, warmup=None)
-    J = se.map_jacobian(fin.Q, step=1e-5)
+    J = se.map_jacobian(fin.Q, step=max(1e-5, se.difference_step))
     radius = float(np.max(np.abs(np.linalg.eigvals(J)))) if J is not None else float("nan")
     lam, lam_se, G = subspace_instability(se, fin.Q, U)
     x = se._to_free(fin.Q)
     via_q = 0.0
     for i, (a, b) in enumerate(entries):
-        h = 1e-4 * max(min(x[i], 1 - x[i]), 1e-3)
+        h = max(1e-4 * max(min(x[i], 1 - x[i]), 1e-3), se.difference_step)
         xp = x.copy()
         xp[i] += h if x[i] + h < 1 else -h
         lam_i = subspace_instability(se, se._from_free(xp), U)[0]
@@ -420,7 +420,8 @@ def _root_sensitivity(evaluate, se, prior, at):
     JR = np.empty((k, k))
     g = np.empty(k)
     for i in range(k):
-        h = 1e-4 * max(min(x[i], 1 - x[i]), 1e-3)
+        # (a randomized rule's map is smooth only to its adaptive decisions: se.difference_step)
+        h = max(1e-4 * max(min(x[i], 1 - x[i]), 1e-3), se.difference_step)
         if x[i] + h >= 1:
             h = -h
         xp = x.copy()
