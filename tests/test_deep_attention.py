@@ -191,6 +191,23 @@ def test_state_evolution_keeps_the_laplace_rule(depth3):
         LaplaceQMCRule()
 
 
+def test_state_evolution_difference_step_follows_the_rule(depth2, depth3):
+    """A Laplace-RQMC map is smooth only to its adaptive decisions (~1e-4): its difference
+    Jacobians take RANDOMIZED_RULE_DIFFERENCE_STEP (a 1e-5 step read spectral radius 8.8
+    at a stable depth-3 point); a deterministic tensor rule keeps 1e-6; bad steps are
+    refused."""
+    from symtheory.glm import StateEvolution
+    from symtheory.glm.se import RANDOMIZED_RULE_DIFFERENCE_STEP
+
+    kw = dict(samples=4, check_channel=False)
+    assert StateEvolution(depth3, 1.0, **kw).difference_step == RANDOMIZED_RULE_DIFFERENCE_STEP
+    assert StateEvolution(depth2, 1.0, **kw).difference_step == 1e-6
+    assert StateEvolution(depth2, 1.0, difference_step=1e-3, **kw).difference_step == 1e-3
+    for bad in (0.0, -1e-3, 0.5, float("nan")):
+        with pytest.raises(ValueError, match="difference_step"):
+            StateEvolution(depth2, 1.0, difference_step=bad, **kw)
+
+
 @SLOW
 def test_state_evolution_laplace_rule_against_tensor_gauss_hermite(depth3):
     """Same frozen samples, same map: the SE's posterior moments with the Laplace-RQMC
