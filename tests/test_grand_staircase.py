@@ -54,6 +54,14 @@ def test_grand_staircase_two_layers(attention):
         assert s.threshold.converged, s.threshold.message
         below, above = (s.growth[k] for k in sorted(s.growth))
         assert below < 1 < above
+        # a deterministic rule on 512 samples: the check resolves both sides beyond its noise
+        check = s.threshold.details["check"]
+        assert check["verdict"] == "confirmed", s.threshold.message
+        assert check["delta"] >= 0.1
+        # two Monte-Carlo estimates of one slope: within 3 of their combined relative errors
+        rel = np.hypot(s.threshold.details["lambda_stderr"] / s.threshold.eigenvalue,
+                       check["slope_se"] / check["slope"])
+        assert abs(np.log(check["check_alpha"] / s.threshold.alpha)) < 3 * rel
 
 
 @pytest.mark.slow
