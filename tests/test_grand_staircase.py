@@ -88,6 +88,7 @@ def test_cli_grand_staircase(capsys):
     assert [r["rows_learned_at"] for r in rows] == ["1", "0"]
     assert [r["kind"] for r in rows] == ["weak", "staircase"]
     assert all(r["error"] > 0 for r in rows)
+    assert all(r["se_check"] in ("confirmed", "inconclusive", "contradicted") for r in rows)
     assert main(["smi", "threshold", "--grand-staircase", "--weak-only"]) == 2
     assert "--weak-only" in capsys.readouterr().err
 

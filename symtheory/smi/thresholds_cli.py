@@ -197,7 +197,8 @@ def _grand_staircase(model, noise, args) -> int:
                             log=None if quiet else (lambda line: print(line, file=sys.stderr,
                                                                        flush=True)))
     cols = {k: [] for k in ("kind", "alpha", "error", "method", "digits_confirmed", "subspace",
-                            "seconds", "rows_learned_before", "rows_learned_at", "converged")}
+                            "seconds", "rows_learned_before", "rows_learned_at", "converged",
+                            "se_check")}
     for st in steps:
         r = st.threshold
         cols["kind"].append(r.kind)
@@ -210,6 +211,7 @@ def _grand_staircase(model, noise, args) -> int:
         cols["rows_learned_before"].append(" ".join(map(str, st.learned_before)))
         cols["rows_learned_at"].append(" ".join(map(str, st.learned_at)))
         cols["converged"].append(bool(r.converged))
+        cols["se_check"].append(r.details.get("check", {}).get("verdict", ""))
     meta = {"model": model.description or model.name, "noise_variance": 0.0,
             "samples": args.staircase_samples, "seed": args.seed,
             "alpha_continuation": args.alpha_continuation,
@@ -400,7 +402,9 @@ def register_threshold(smi_subparsers) -> None:
                    help="every threshold of the grand staircase from the SE itself "
                         "(glm/grand_staircase.py: rows not learned pinned at 0, Monte Carlo on "
                         "--staircase-samples frozen samples; extra columns rows_learned_before, "
-                        "rows_learned_at (row a = layer a + 1), converged); the default for "
+                        "rows_learned_at (row a = layer a + 1), converged, se_check: the SE "
+                        "order check's verdict, confirmed / inconclusive within its Monte-Carlo "
+                        "noise / contradicted); the default for "
                         "attention at depth >= 3 without --weak-only")
     p.add_argument("--alpha-continuation", choices=("auto", "always", "never"), default="auto",
                    help="--grand-staircase: find a stage's threshold by SE solves in alpha on "
