@@ -168,8 +168,14 @@ def cmd_threshold(args) -> int:
     meta = {"model": model.description or model.name, "noise_variance": noise or 0.0,
             "precision": precision, "messages": [r.message for r in results],
             "definition": DEFINITION}
-    stem = f"smi_threshold_{args.model or 'model_file'}"
+    stem = f"smi_threshold_{_model_stem(args)}"
     return emit(Table(cols, meta), args, stem)
+
+
+def _model_stem(args) -> str:
+    """Output file stem of the model: its name, ``attention`` when none was given (the
+    default model), ``model_file`` for ``--model-file``."""
+    return "model_file" if args.model_file is not None else (args.model or "attention")
 
 
 def _grand_staircase(model, noise, args) -> int:
@@ -216,7 +222,7 @@ def _grand_staircase(model, noise, args) -> int:
             "samples": args.staircase_samples, "seed": args.seed,
             "alpha_continuation": args.alpha_continuation,
             "messages": [st.threshold.message for st in steps], "definition": DEFINITION}
-    return emit(Table(cols, meta), args, f"smi_grand_staircase_{args.model or 'model_file'}")
+    return emit(Table(cols, meta), args, f"smi_grand_staircase_{_model_stem(args)}")
 
 
 # ----------------------------------------------------------------------- phase diagram
