@@ -50,7 +50,7 @@ def main():
     out = output_dir(__file__, args)
     quick = args.quick
     # full: two points per stage of the grand staircase measured by `smi threshold --depth
-    # 3` (layer 3 at 0.212, layer 1 at 0.991, layer 2 at ~1.11; README), and alpha < 1.5,
+    # 3` (layer 3 at 0.212, layer 1 at 0.984, layer 2 at 1.117; README), and alpha < 1.5,
     # the counting bound of perfect recovery (2 outputs per sample, 3 layers)
     alphas = sorted(args.alphas or ([0.15, 0.6] if quick else [0.15, 0.6, 0.9, 1.05, 1.3, 1.45]))
     samples = args.samples or (64 if quick else 2000)
