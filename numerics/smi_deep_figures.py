@@ -84,7 +84,8 @@ def main():
         row.update(bo_error=bo.error, bo_stderr=bo.stderr, plugin_error=pl.error,
                    plugin_stderr=pl.stderr, converged=res.converged, stable=res.stable,
                    iterations=res.iterations, evaluations=se.evaluations,
-                   channel_error_max=float(se.channel.last_error or np.nan),
+                   channel_error_max=(np.nan if res.channel_error is None
+                                      else float(res.channel_error)),
                    seconds=round(time.time() - ta, 1))
         rows.append(row)
         print(f"[{time.time() - t0:6.0f}s] alpha={alpha}: Q = "
