@@ -22,8 +22,11 @@ def output_dir(script: str, args) -> Path:
 
 
 def write_params(out: Path, params: dict) -> None:
+    import symtheory
+
     params = dict(params, command=" ".join([sys.executable] + sys.argv),
-                  date=time.strftime("%Y-%m-%d %H:%M:%S"))
+                  date=time.strftime("%Y-%m-%d %H:%M:%S"),
+                  symtheory_version=symtheory.__version__)
     (out / "params.json").write_text(json.dumps(params, indent=1, default=str) + "\n")
 
 
