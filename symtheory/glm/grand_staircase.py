@@ -143,9 +143,9 @@ def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,
     relative error of lambda and of the check's own slope)``, with ``checks`` iterations
     of the map (the square estimator, proportional to the small overlap); a stage is
     ``converged`` when its fixed point is stable and the check does not contradict it
-    (its verdict, 'confirmed' or 'inconclusive', is in the message and ``details``).  ``log``: a callable receiving one line per evaluation (progress on long
-    runs).  Returns the list of
-    :class:`StaircaseStep`."""
+    (its verdict, 'confirmed' or 'inconclusive', is in the message and ``details``).
+    ``log``: a callable receiving one line per evaluation (progress on long runs).
+    Returns the list of :class:`StaircaseStep`."""
     t_start = time.perf_counter()
     if not model.is_even:
         raise ParameterError("the grand staircase needs a model even in every row group "
@@ -252,8 +252,7 @@ def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,
         radius, via_q = 0.0, 0.0
         sens = 1.0
         if entries:
-            J = se_at.map_jacobian(at["Q"], step=max(1e-5, se_at.difference_step))
-            radius = float(np.max(np.abs(np.linalg.eigvals(J)))) if J is not None else np.nan
+            radius = se_at.spectral_radius(at["Q"])
             sens, via_q = _root_sensitivity(evaluate, se, prior, at)
         # first order: alpha_c = 1/lambda(x*(...)); lambda's own error moves alpha directly
         # and through the root x*, Q_hat's error only through x* (added linearly:
@@ -392,26 +391,35 @@ def _alpha_continuation(make, U, Q_prev, alpha_prev, alpha_guess, say, *,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fin = se.solve(pt["Q"], tol=1e-6, max_iter=50, warmup=None)
-    J = se.map_jacobian(fin.Q, step=max(1e-5, se.difference_step))
-    radius = float(np.max(np.abs(np.linalg.eigvals(J)))) if J is not None else float("nan")
+    radius = se.spectral_radius(fin.Q)
     lam, lam_se, G = subspace_instability(se, fin.Q, U)
     x = se._to_free(fin.Q)
     via_q = 0.0
     for i, (a, b) in enumerate(entries):
-        h = max(1e-4 * max(min(x[i], 1 - x[i]), 1e-3), se.difference_step)
-        xp = x.copy()
-        xp[i] += h if x[i] + h < 1 else -h
+        xp = _overlap_difference(se, x, i)
         lam_i = subspace_instability(se, se._from_free(xp), U)[0]
         via_q += abs((lam_i - lam) / (xp[i] - x[i])) * float(fin.Q_stderr[a, b])
     lam_err = lam_se + via_q
     slope = (hi * solved[hi]["lam"] - lo * solved[lo]["lam"]) / (hi - lo)
     qhat1, qhat1_se, _ = se.qhat(fin.Q, alpha=1.0)
-    at = {"Q": fin.Q, "lam": 1.0 / alpha_c, "lam_se": lam_se, "vector": G, "alpha": alpha_c,
-          "qhat1": qhat1, "qhat1_se": qhat1_se, "lambda_at_Q": lam}
+    # lambda as measured at the converged point (alpha_c lambda = 1 to Brent's tolerance)
+    at = {"Q": fin.Q, "lam": lam, "lam_se": lam_se, "vector": G, "alpha": alpha_c,
+          "qhat1": qhat1, "qhat1_se": qhat1_se}
     return {"at": at, "alpha": alpha_c, "error": alpha_c * lam_err / abs(slope),
             "lam_err": lam_err, "radius": radius, "solves": len(solved),
             "how": (f"alpha continuation on the SE's stable branch ({len(solved)} SE solves, "
                     f"bracket [{lo:.5g}, {hi:.5g}], Brent to {rtol:g} relative)")}
+
+
+def _overlap_difference(se, x, i):
+    """``x`` with its learned overlap ``i`` moved by a one-sided difference step inside
+    ``(0, 1)``: ``1e-4`` of its distance to the nearer end (at least ``1e-7``), and at least
+    ``se.difference_step`` (a randomized rule's map is smooth only to its adaptive
+    decisions); backwards where the forward point would reach 1."""
+    h = max(1e-4 * max(min(x[i], 1 - x[i]), 1e-3), se.difference_step)
+    xp = x.copy()
+    xp[i] += h if x[i] + h < 1 else -h
+    return xp
 
 
 def _stage_residual(se, prior, Q, qhat1, lam):
@@ -435,12 +443,8 @@ def _root_sensitivity(evaluate, se, prior, at):
     JR = np.empty((k, k))
     g = np.empty(k)
     for i in range(k):
-        # (a randomized rule's map is smooth only to its adaptive decisions: se.difference_step)
-        h = max(1e-4 * max(min(x[i], 1 - x[i]), 1e-3), se.difference_step)
-        if x[i] + h >= 1:
-            h = -h
-        xp = x.copy()
-        xp[i] += h
+        xp = _overlap_difference(se, x, i)
+        h = xp[i] - x[i]
         ev = evaluate(xp)
         JR[:, i] = (ev["resid"] - at["resid"]) / h
         g[i] = (ev["lam"] - at["lam"]) / h

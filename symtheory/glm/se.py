@@ -200,10 +200,10 @@ class StateEvolution:
         self.channel_error = None     # largest estimated error of the last posterior pass
         self.estimate_channel_error = True   # off while solve() iterates (cost of the check)
         self.features = None
+        from .laplace_qmc import LaplaceQMCRule
+
         if noise_variance is None and model.reduction is not None:
             from .linearized import ReducedPosterior
-
-            from .laplace_qmc import LaplaceQMCRule
 
             self.features = ReducedPosterior(model)
             # a channel integrated by the Laplace-RQMC rule (deep links, where a tensor
@@ -211,8 +211,6 @@ class StateEvolution:
             own = getattr(self.channel, "rule", None)
             self.feature_rule = (own if isinstance(own, LaplaceQMCRule) else
                                  rule if isinstance(rule, TensorRule) else TensorRule())
-        from .laplace_qmc import LaplaceQMCRule
-
         randomized = isinstance(getattr(self, "feature_rule", None), LaplaceQMCRule) or \
             isinstance(getattr(self.channel, "rule", None), LaplaceQMCRule)
         if difference_step is None:
@@ -591,6 +589,13 @@ class StateEvolution:
                                    self._to_free(Q), step=step,
                                    domain=lambda q: self._in_domain(self._from_free(q)),
                                    directions=self._directions())
+
+    def spectral_radius(self, Q) -> float:
+        """Largest modulus of the eigenvalues of :meth:`map_jacobian` at ``Q`` (step
+        ``max(1e-5, difference_step)``): below 1 where ``Q`` is a stable fixed point; NaN
+        if no difference stays in the domain."""
+        J = self.map_jacobian(Q, step=max(1e-5, self.difference_step))
+        return float(np.max(np.abs(np.linalg.eigvals(J)))) if J is not None else float("nan")
 
     def _fixed_point_stderr(self, Q, Qhat_se, J=None):
         """Standard error of the fixed point: ``(I - dF/dQ)^{-1} dF_prior/dQhat . stderr``
