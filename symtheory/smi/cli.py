@@ -185,8 +185,8 @@ def cmd_se(args) -> int:
     for a in range(P):
         cols[f"Q{a + 1}{a + 1}_stderr"] = []
     for k in ("bo_error", "bo_stderr", "plugin_error", "plugin_stderr", "free_entropy",
-              "free_entropy_stderr", "converged", "iterations", "residual", "nishimori_gap",
-              "channel_error"):
+              "free_entropy_stderr", "converged", "stable", "iterations", "residual",
+              "nishimori_gap", "channel_error"):
         cols[k] = []
     for alpha in progress_bar(alphas, desc="SE", enabled=not args.quiet):
         se = StateEvolution(model, alpha, samples=args.samples, seed=args.seed,
@@ -211,6 +211,7 @@ def cmd_se(args) -> int:
         cols["free_entropy"].append(phi)
         cols["free_entropy_stderr"].append(phi_se)
         cols["converged"].append(res.converged)
+        cols["stable"].append("unchecked" if res.stable is None else bool(res.stable))
         cols["iterations"].append(res.iterations)
         cols["residual"].append(res.residual)
         cols["nishimori_gap"].append(res.nishimori_gap)
@@ -353,7 +354,10 @@ SE_COLUMNS = (
     "bo_error, bo_stderr = Bayes-optimal generalization error (smi.md Eq. 11) and its "
     "standard error; plugin_error, plugin_stderr = error of the prediction with the mean "
     "weights (smi.md 10.5); free_entropy, free_entropy_stderr = Phi (smi.md 4); converged, "
-    "iterations, residual = report of the fixed-point solve; nishimori_gap = largest "
+    "iterations, residual = report of the fixed-point solve; stable = no eigenvalue of the "
+    "SE map's Jacobian at the fixed point above 1 (true/false; 'unchecked' when no "
+    "difference stays in 0 <= Q < rho) -- an unstable point is not the Bayes-optimal "
+    "answer even when converged; nishimori_gap = largest "
     "entry of |E g_out g_out^T - E(-dg_out)| (the two Q_hat/alpha estimators, equal at "
     "Bayes-optimality) in units of ||V^-1|| = 1/lambda_min(rho - Q), the scale bounding both: "
     "comparable across alpha, 0 up to Monte-Carlo error; "
