@@ -59,7 +59,8 @@ TINY = 1e-320  # absolute step tolerance of Brent: far below any normal root
 #: default relative tolerance of a converged ``mmse`` (bound on |mmse - exact| / mmse)
 MMSE_RTOL = 1e-8
 #: alpha >= alpha_PR (1 - ALPHA_PR_RTOL) counts as perfect recovery: rounding only
-#: (0.2 * 1.8 / 1 = 0.36000000000000004, bsr.md 4.5)
+#: (a computed alpha_PR can land ulps off the exact value: in float64 0.2 * 1.8 is one
+#: ulp above 0.36; bsr.md 4.5)
 ALPHA_PR_RTOL = 16 * EPS
 
 # The float64 spectral path is used up to this beta; beyond it (coefficients of the
