@@ -5,10 +5,13 @@ import warnings
 import mpmath
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from symtheory.core.solvers import (ConvergenceWarning, NoBracketError, check_damping,
                                     difference_jacobian, find_root, fixed_point,
-                                    fixed_points_from_starts, refine_root_mp)
+                                    fixed_points_from_starts, polynomial_roots_mp,
+                                    refine_root_mp)
 from symtheory.core.validate import ParameterError
 
 
@@ -201,3 +204,30 @@ def test_difference_jacobian_at_the_apex_of_the_psd_cone():
     D = np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0, 1.0]])
     J = difference_jacobian(F, np.zeros(3), domain=psd, directions=D)
     np.testing.assert_allclose(J, np.eye(3), atol=1e-5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(-40, 2), min_size=2, max_size=5, unique=True),
+       st.floats(0, 0.9), st.integers(0, 2), st.integers(15, 40))
+def test_polynomial_roots_mp_resolve_each_root_relative_to_itself(decades, offset, zeros,
+                                                                  digits):
+    """Simple roots spread over 42 decades (one per decade drawn, signs alternating) and
+    exact zeros, from the expanded product ``x^zeros prod (x - r_k)``: each comes back to
+    ``digits`` significant digits (10^(1-digits) relative), which plain polyroots
+    (absolute tolerance, cleanup to 0) does not give for roots below 10^-digits."""
+    with mpmath.workdps(3 * digits + 100):
+        true = [(-1) ** k * mpmath.mpf(10) ** (d + offset) for k, d in enumerate(decades)]
+        poly = [mpmath.mpf(1)]
+        for r in true + [mpmath.mpf(0)] * zeros:
+            poly = [a - r * b for a, b in zip(poly + [0], [0] + poly)]
+        got = polynomial_roots_mp(poly, digits=digits)
+        assert len(got) == len(true) + zeros
+        assert sum(1 for g in got if g == 0) == zeros
+        got = sorted((mpmath.re(g) for g in got if g != 0), key=abs)
+        for t, g in zip(sorted(true, key=abs), got):
+            assert abs(g - t) <= mpmath.mpf(10) ** (1 - digits) * abs(t)
+
+
+def test_polynomial_roots_mp_checks_digits():
+    with pytest.raises(ValueError, match="digits"):
+        polynomial_roots_mp([1, -1], digits=0)

@@ -444,3 +444,46 @@ def refine_root_mp(f_mp: Callable, x0, *, digits: int, guard: int = 10, x_scale=
         scale = abs(v2) if v2 != 0 else mpmath.mpf(1)
         agree = float(-mpmath.log10(diff / scale)) if diff != 0 else float(2 * digits + guard)
     return PrecisionRoot(v1, v2, digits, agree >= digits, agree, time.perf_counter() - t0)
+
+
+def polynomial_roots_mp(coeffs, *, digits: int, max_digits: int | None = None) -> list:
+    """All roots of ``sum_k coeffs[k] x^(n-k)`` (leading coefficient first, mpmath
+    convention), each simple root to ``digits`` significant digits *relative to itself*
+    (a double root is conditioned to about half of them).
+
+    ``mpmath.polyroots`` stops on an absolute step below ``eps`` and its cleanup sets
+    any root below ``eps`` to 0, so a root far below the largest one (an inner spectral
+    edge at 2.5e-16 next to edges of order 1: 6e-32 in the squared variable) comes back
+    as 0 or as noise.  Exact zero roots are split off first (trailing zero
+    coefficients); the rest are recomputed at doubled working precision until
+    polyroots' error bound is ``10^-digits`` times the smallest root's modulus.
+    Raises :class:`ArithmeticError` when ``max_digits`` (default ``8 * digits``) is
+    reached first.
+    """
+    import mpmath
+
+    if digits < 1:
+        raise ValueError(f"digits must be >= 1, got {digits}")
+    max_digits = 8 * digits if max_digits is None else max_digits
+    c = list(coeffs)
+    while c and c[0] == 0:
+        c = c[1:]
+    zeros = 0
+    while c and c[-1] == 0:
+        c.pop()
+        zeros += 1
+    if len(c) <= 1:
+        return [mpmath.mpf(0)] * zeros
+    work = digits
+    while True:
+        with mpmath.workdps(work):
+            roots, err = mpmath.polyroots([+ck for ck in c], maxsteps=400 + 10 * work,
+                                          extraprec=4 * work, cleanup=False, error=True)
+            smallest = min(abs(r) for r in roots)
+            if err <= mpmath.mpf(10) ** (-digits) * smallest:
+                return [mpmath.mpf(0)] * zeros + [+r for r in roots]
+        if work >= max_digits:
+            raise ArithmeticError(
+                f"polynomial roots not resolved to {digits} digits at {work} digits "
+                f"(error bound {mpmath.nstr(err, 3)}, smallest root {mpmath.nstr(smallest, 3)})")
+        work = min(2 * work, max_digits)

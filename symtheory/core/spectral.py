@@ -30,6 +30,7 @@ import sympy as sp
 
 from . import _spectral_nb
 from .codegen import JitModule, Kernel
+from .solvers import polynomial_roots_mp
 
 #: the Numba routines, compiled lazily at first call: logged like the kernels
 nb = JitModule(_spectral_nb)
@@ -318,10 +319,13 @@ class AlgebraicSpectralLaw:
             c = self.edge_kernel.mp(*params)
             while c and c[0] == 0:
                 c = c[1:]
-            roots = mpmath.polyroots(c, maxsteps=400, extraprec=4 * dps)
+            # each edge relative to itself: an inner edge next to 0 (beta = 1 + 4e-16:
+            # edge^2 = 6e-32) is below polyroots' absolute tolerance at dps digits
+            roots = polynomial_roots_mp(c, digits=dps)
             tol = mpmath.mpf(10) ** (-dps // 2)
+            # relative: a double edge splits into a pair with |Im| ~ sqrt(eps) |r|
             real = sorted({mpmath.re(r) for r in roots
-                           if abs(mpmath.im(r)) <= tol * (abs(r) + 1)})
+                           if abs(mpmath.im(r)) <= tol * abs(r)})
             if self.edge_var_is_square:
                 real = [mpmath.sqrt(r) for r in real if r >= 0]
             pts = sorted(set(([mpmath.mpf(0)] if self.even else []) + [r for r in real if (r > 0 or not self.even)]))
@@ -361,6 +365,15 @@ class AlgebraicSpectralLaw:
             # in the upper half-plane, or Newton on a real polynomial stays real
             g = mpmath.mpc(g0.real, max(g0.imag, 1e-8 * (abs(g0) + 1e-300)))
             eps = mpmath.mpf(2) ** (-mpmath.mp.prec + 4)
+
+            def accept(root):
+                # Newton keeps the float root's branch only if that root was right: a
+                # float root that is real where the law has mass (x = 2.6e-16 next to an
+                # inner edge at 2.5e-16) leads Newton to a real root with Im ~ 1e-52,
+                # mu = 0 instead of 0.05.  Otherwise polyroots decides.
+                return (g0.imag > 0 and mpmath.im(root) > 0
+                        and abs(root - g0) <= 1e-3 * (abs(g0) + 1))
+
             for _ in range(120):
                 p = dp = mpmath.mpc(0)
                 bound = mpmath.mpf(0)
@@ -372,7 +385,7 @@ class AlgebraicSpectralLaw:
                 # backward-error stop: next to an edge (near-double root) the root is
                 # only conditioned to eps/separation and steps stall above eps
                 if abs(p) <= eps * bound:
-                    if mpmath.im(g) > 0:
+                    if accept(g):
                         return g
                     break
                 if dp == 0:
@@ -380,7 +393,7 @@ class AlgebraicSpectralLaw:
                 step = p / dp
                 g -= step
                 if abs(step) <= eps * abs(g):
-                    if mpmath.im(g) > 0:
+                    if accept(g):
                         return g
                     break
         roots = mpmath.polyroots(list(reversed(c)), maxsteps=200, extraprec=2 * mpmath.mp.dps)
