@@ -231,3 +231,15 @@ def test_polynomial_roots_mp_resolve_each_root_relative_to_itself(decades, offse
 def test_polynomial_roots_mp_checks_digits():
     with pytest.raises(ValueError, match="digits"):
         polynomial_roots_mp([1, -1], digits=0)
+
+
+def test_difference_jacobian_next_to_the_boundary_uses_the_local_scale():
+    """``F(x) = 1 - 0.8 (1 - x) + 1e6 (1 - x)^2`` on ``x < 1`` at ``1 - x = 1e-10``: the
+    local slope is 0.8 - 2e-4; a backward secant over the default step 1e-6 would read
+    ``0.8 - 1e6 (1e-6 + 2e-10) = -0.2``.  The step shrinks below the distance to the
+    boundary; the remaining error is the curvature over that step (~1e-5) plus rounding
+    of F near 1 over a step of ~1e-11 (~1e-5)."""
+    F = lambda v: 1 - 0.8 * (1 - v) + 1e6 * (1 - v) ** 2  # noqa: E731
+    x = np.array([1 - 1e-10])
+    J = difference_jacobian(F, x, step=1e-6, domain=lambda v: bool(v[0] < 1))
+    assert J[0, 0] == pytest.approx(0.8 - 2e-4, abs=1e-4)
