@@ -176,19 +176,22 @@ def test_mpmath_path_next_to_beta_one():
     assert abs(m30 - m60) <= 1e-20 * abs(m60)
 
 
-@pytest.mark.parametrize("D", [1e4, 1e6])
+@pytest.mark.parametrize("D", [1e4, 1e6, 1e12])
 def test_mpmath_path_keeps_its_digits_when_the_functional_cancels(D):
     """At large Delta the functional is ~1 from terms of ~Delta: the mpmath path raises its
     working precision by the digits cancelled, so 20 digits agree with 60 to 1e-19
-    (without that: 1.8e-15 at 1e4, 1.8e-13 at 1e6, measured)."""
+    (without that: 1.8e-15 at 1e4, 1.8e-13 at 1e6, measured; at 1e12 the edge roots
+    needed a retry at higher precision: NoConvergence at 20 digits)."""
     a = bsr.mmse_rie_mp(4.0, 0.5, D, dps=20)
     b = bsr.mmse_rie_mp(4.0, 0.5, D, dps=60)
     assert abs(a - b) <= 1e-19 * abs(b)
 
 
 @pytest.mark.xfail(raises=AssertionError, strict=True,
-                   reason="open defect (found 2026-11-24 by a random run of the test above): "
-                          "next to the inner edge at 1.3e-14 (beta = 1 + 4.4e-16, D = 4.3e3) "
+                   reason="open defect (found 2026-11-24 by a random run of the test above; "
+                          "also at D = 10: 30 vs 60 digits differ by 2.3e-17, but not at D = "
+                          "0.1-3 or 100): next to the inner edge at 1.3e-14 (beta = 1 + "
+                          "4.4e-16, D = 4.3e3) "
                           "mpmath's tanh-sinh error estimate is not reliable: 30 and 42 digits "
                           "differ by 1e-14 relative (by 3e-18 with geometric cuts at the edge, "
                           "where a piece reported error 1 at 69 digits and was 3e-3 off; "
@@ -431,3 +434,18 @@ def test_cli_edges(args, capsys):
         assert math.isfinite(float(row[col])), col
     assert 0 <= float(row["mmse"]) <= 1
     assert row["converged"] == "true"
+
+
+@pytest.mark.xfail(raises=AssertionError, strict=True,
+                   reason="open defect (pre-existing; found 2026-11-24 by a random run of the "
+                          "acceptance test above, same at 3978d77): at alpha = 1e13, beta = 10, "
+                          "rho = 1, Delta = 0.1 the spectral path reports mmse 9.9999991e-15 "
+                          "with mmse_error 2.9e-28, converged; the alpha -> inf form (bsr.md "
+                          "3.4, D = 1e-14) gives 1e-14 (1 + O(1e-14)): 9e-8 relative off")
+def test_large_alpha_point_matches_the_alpha_pr_limit():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = bsr.bo_point(1e13, 10.0, 1.0, 0.1)
+    assert p.converged
+    v, a, dl = p.mmse, 1e13, 0.1
+    assert abs(v * a - bsr.alpha_pr(10.0, 1.0) * (dl + v)) <= 1e-12 * dl + p.mmse_error * a

@@ -243,3 +243,29 @@ def test_difference_jacobian_next_to_the_boundary_uses_the_local_scale():
     x = np.array([1 - 1e-10])
     J = difference_jacobian(F, x, step=1e-6, domain=lambda v: bool(v[0] < 1))
     assert J[0, 0] == pytest.approx(0.8 - 2e-4, abs=1e-4)
+
+
+@pytest.mark.parametrize("x, domain", [
+    (1.0, lambda v: bool(v[0] <= 1)),                       # on a closed boundary
+    (float(np.nextafter(1.0, 0.0)), lambda v: bool(v[0] < 1)),  # one ulp inside
+    (1 - 1e-13, lambda v: bool(v[0] < 1)),
+])
+def test_difference_jacobian_on_the_boundary_is_not_a_zero_column(x, domain):
+    """Closer to the boundary than rounding allows (1e-13 |x|), the backward step is
+    used: slope 2 of ``F = 2v`` (a forward step that rounds back to x gave 0)."""
+    J = difference_jacobian(lambda v: 2 * v, np.array([x]), step=1e-6, domain=domain)
+    assert J[0, 0] == pytest.approx(2.0, rel=1e-6)
+
+
+def test_polynomial_roots_mp_refuses_what_polyroots_cannot_resolve():
+    """(x - 1)^4 (x - 2): polyroots does not converge at any precision up to the cap (a
+    quadruple root), so the function raises ArithmeticError naming it instead of
+    returning unconverged roots; the zero polynomial is refused.  (The retry that does
+    succeed, BSR's edges at Delta = 1e12, is in test_bsr_edges.)"""
+    poly = [mpmath.mpf(1)]
+    for r in (1, 1, 1, 1, 2):
+        poly = [a - r * b for a, b in zip(poly + [0], [0] + poly)]
+    with pytest.raises(ArithmeticError, match="did not converge"):
+        polynomial_roots_mp(poly, digits=10, max_digits=40)
+    with pytest.raises(ValueError, match="zero polynomial"):
+        polynomial_roots_mp([0, 0], digits=10)

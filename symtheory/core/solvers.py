@@ -155,8 +155,11 @@ def difference_jacobian(F: Callable, x, fx=None, *, step: float = 1e-6,
             # that distance there (skip-100 SE at 1 - Q22 = 3.5e-12: the backward secant
             # over 1e-6 reads dF22/dQ22 = 0.50, the local slope is 0.81), so difference
             # on an eighth of it
+            # (not below 1e-13 |x|: rounding, ~eps/h, would outweigh it; at or a few ulps
+            # from the boundary the halving ends where x + h d rounds back to x)
+            floor = 1e-13 * max(1.0, float(np.max(np.abs(x))))
             h = step
-            for _ in range(60):
+            while h / 8 >= floor:
                 h /= 2
                 if domain(x + h * D[:, j]):
                     steps = (h / 8, -step)
@@ -164,7 +167,9 @@ def difference_jacobian(F: Callable, x, fx=None, *, step: float = 1e-6,
         for h in steps:
             xp = x + h * D[:, j]
             if domain is None or domain(xp):
-                cols.append((np.asarray(F(xp), dtype=float).ravel() - fx) / h)
+                # divided by the step actually taken (x + h d is rounded)
+                taken = float((xp - x) @ D[:, j]) / float(D[:, j] @ D[:, j])
+                cols.append((np.asarray(F(xp), dtype=float).ravel() - fx) / taken)
                 break
         else:
             return None
@@ -482,6 +487,8 @@ def polynomial_roots_mp(coeffs, *, digits: int, max_digits: int | None = None) -
     c = list(coeffs)
     while c and c[0] == 0:
         c = c[1:]
+    if not c:
+        raise ValueError("the zero polynomial has no isolated roots")
     zeros = 0
     while c and c[-1] == 0:
         c.pop()
@@ -491,13 +498,18 @@ def polynomial_roots_mp(coeffs, *, digits: int, max_digits: int | None = None) -
     work = digits
     while True:
         with mpmath.workdps(work):
-            roots, err = mpmath.polyroots([+ck for ck in c], maxsteps=400 + 10 * work,
-                                          extraprec=4 * work, cleanup=False, error=True)
-            smallest = min(abs(r) for r in roots)
-            if err <= mpmath.mpf(10) ** (-digits) * smallest:
-                return [mpmath.mpf(0)] * zeros + [+r for r in roots]
+            try:
+                roots, err = mpmath.polyroots([+ck for ck in c], maxsteps=400 + 10 * work,
+                                              extraprec=4 * work, cleanup=False, error=True)
+                smallest = min(abs(r) for r in roots)
+                if err <= mpmath.mpf(10) ** (-digits) * smallest:
+                    return [mpmath.mpf(0)] * zeros + [+r for r in roots]
+                why = (f"error bound {mpmath.nstr(err, 3)}, smallest root "
+                       f"{mpmath.nstr(smallest, 3)}")
+            except mpmath.libmp.NoConvergence:
+                # (BSR's edges at Delta = 1e12: no convergence at 20 digits, fine at 40)
+                why = "polyroots did not converge"
         if work >= max_digits:
             raise ArithmeticError(
-                f"polynomial roots not resolved to {digits} digits at {work} digits "
-                f"(error bound {mpmath.nstr(err, 3)}, smallest root {mpmath.nstr(smallest, 3)})")
+                f"polynomial roots not resolved to {digits} digits at {work} digits ({why})")
         work = min(2 * work, max_digits)

@@ -323,16 +323,20 @@ class AlgebraicSpectralLaw:
             # edge^2 = 6e-32) is below polyroots' absolute tolerance at dps digits
             roots = polynomial_roots_mp(c, digits=dps)
             tol = mpmath.mpf(10) ** (-dps // 2)
-            # relative: a double edge splits into a pair with |Im| ~ sqrt(eps) |r|
+            # relative, with margin: a double edge from rounded coefficients splits into
+            # a pair with |Im| ~ 10^(-dps/2) |r|; a spurious real point only splits an
+            # interval (the midpoint test below decides what is bulk)
             real = sorted({mpmath.re(r) for r in roots
-                           if abs(mpmath.im(r)) <= tol * abs(r)})
+                           if abs(mpmath.im(r)) <= mpmath.mpf(10) ** (-dps // 3) * abs(r)})
             if self.edge_var_is_square:
                 real = [mpmath.sqrt(r) for r in real if r >= 0]
             pts = sorted(set(([mpmath.mpf(0)] if self.even else []) + [r for r in real if (r > 0 or not self.even)]))
             bulks, start = [], None
             for lo, hi in zip(pts[:-1], pts[1:]):
                 g = self._mp_upper(A, (lo + hi) / 2)
-                flag = mpmath.im(g) > tol
+                # relative to |g|: at Delta = 1e12 the density is ~1e-13 (dps 10 lost the
+                # bulk against an absolute threshold and returned Delta for the MMSE)
+                flag = mpmath.im(g) > tol * abs(g)
                 if flag and start is None:
                     start = lo
                 if not flag and start is not None:
