@@ -384,6 +384,32 @@ def test_channel_error_estimate_tracks_the_actual_error(skip, q1, q2, regime):
         assert 0.5 * actual <= estimate <= 2.0 * actual
 
 
+def test_se_jacobian_next_to_perfect_recovery_is_the_local_slope():
+    """skip 100, alpha 0.9: the SE's fixed point has layer 2 nearly known (1 - Q22 ~
+    1.5e-6), where the map is a function of log(1 - Q22).  The Jacobian the engine uses
+    (Newton, stability, standard errors) is checked against an independent path: backward
+    differences over 1e-5 of the distance to the boundary (Q22) and 1e-6 (Q11).  A
+    forward step of 1e-6 (two thirds of the distance) read dF22/dQ22 0.935 against the
+    local 0.8085 on 2000 samples and an eigenvalue 1.07 > 1 against 0.96, so Newton was
+    refused and the run stopped unconverged after 949 iterations (measured).  The step
+    is now 1e-3 of the distance: truncation ~1e-3 relative; 2e-3 bounds it with the
+    rounding of the backward path (F near 1 over 1.5e-11: ~1e-5)."""
+    se = StateEvolution(deep_attention(2, 2, 1, 100.0), 0.9, samples=200, seed=0,
+                        rule=TensorRule("gauss-hermite", 15, 6.0), check_channel=False)
+    se.estimate_channel_error = False
+    t = 1.49e-6
+    Q = np.diag([0.625, 1 - t])
+    J = se.map_jacobian(Q)
+    F = np.diag(se.step(Q))
+    ref = np.empty((2, 2))
+    for j, h in enumerate((1e-6, 1e-5 * t)):
+        d = np.zeros(2)
+        d[j] = h
+        ref[:, j] = (F - np.diag(se.step(Q - np.diag(d)))) / h
+    np.testing.assert_allclose(J, ref, rtol=2e-3)
+    assert se.boundary_fraction == 1e-3
+
+
 def test_nishimori_gap_is_scaled_and_finite_at_tiny_alpha(attention):
     """The gap is in units of ||V^-1|| (rho - Q ~ I here), not relative to the two
     means, which vanish at alpha = 1e-6, Q ~ 0 (the old measure divided by them).  It is

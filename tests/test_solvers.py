@@ -245,6 +245,27 @@ def test_difference_jacobian_next_to_the_boundary_uses_the_local_scale():
     assert J[0, 0] == pytest.approx(0.8 - 2e-4, abs=1e-4)
 
 
+def test_difference_jacobian_steps_on_a_share_of_the_distance_to_the_boundary():
+    """``F(v) = 1 - (1 - v)^1.5`` on ``v < 1`` (singular at the boundary, like an overlap
+    map at perfect recovery: it varies on the scale of the distance ``t = 1 - v``) at
+    ``t = 1.5e-6``, step 1e-6: the step fits inside, but the forward secant over it
+    reads 1.48e-3 against the slope ``1.5 sqrt(t) = 1.837e-3`` (20% low).  With
+    ``boundary_fraction = 1e-3`` the step is 1e-3 t: the curvature error is ~h/(4 t) =
+    2.5e-4 relative, and the rounding error of F near 1 over h ~ 1.5e-9 is ~1e-7."""
+    F = lambda v: 1 - (1 - v) ** 1.5  # noqa: E731
+    t = 1.5e-6
+    x = np.array([1 - t])
+    dom = lambda v: bool(v[0] < 1)  # noqa: E731
+    slope = 1.5 * math.sqrt(t)
+    J = difference_jacobian(F, x, step=1e-6, domain=dom, boundary_fraction=1e-3)
+    assert J[0, 0] == pytest.approx(slope, rel=5e-4)
+    # far from the boundary (beyond step / boundary_fraction) the plain step is kept
+    J = difference_jacobian(F, np.array([0.5]), step=1e-6, domain=dom, boundary_fraction=1e-3)
+    assert J[0, 0] == pytest.approx(1.5 * math.sqrt(0.5), rel=1e-5)
+    with pytest.raises(ParameterError, match="boundary_fraction"):
+        difference_jacobian(F, x, domain=dom, boundary_fraction=0.0)
+
+
 @pytest.mark.parametrize("x, domain", [
     (1.0, lambda v: bool(v[0] <= 1)),                       # on a closed boundary
     (float(np.nextafter(1.0, 0.0)), lambda v: bool(v[0] < 1)),  # one ulp inside

@@ -127,48 +127,60 @@ STABILITY_MARGIN = 1e-6
 
 
 def difference_jacobian(F: Callable, x, fx=None, *, step: float = 1e-6,
-                        domain: Callable | None = None, directions=None):
+                        domain: Callable | None = None, directions=None,
+                        boundary_fraction: float = 0.125):
     """Jacobian ``dF/dx`` of a map of a flat vector by one-sided differences.
 
     Column ``j`` is the difference quotient along the direction ``d_j`` (columns of
     ``directions``, default the unit vectors): forward ``x + h d_j``, or backward
     ``x - h d_j`` where the forward point is outside ``domain`` (a point on or near the
-    boundary of the domain gets one-sided differences into it).  A point closer than
-    ``h`` to the boundary along ``+d_j`` (found by halving ``h``) gets a forward step of
-    an eighth of that distance instead: the map varies on that scale there.  With ``D`` the matrix
-    of directions, ``J = [dF(d_1) ... dF(d_k)] D^{-1}``; directions other than the unit
+    boundary of the domain gets one-sided differences into it).
+
+    Next to the boundary the step follows the distance to it: where the boundary lies
+    within ``step / boundary_fraction`` along ``+d_j``, its distance ``t`` is found by
+    bisection on ``domain`` and ``h = boundary_fraction * t`` (not below rounding, 1e-13
+    ``|x|``).  A map singular at its boundary -- an overlap map at perfect recovery,
+    a function of ``log(rho - Q)`` -- varies on the scale ``t`` there, so a fixed step
+    comparable to ``t`` reads a secant, not the slope (skip-100 SE at ``1 - Q22 =
+    1.5e-6``: the 1e-6 forward step read ``dF22/dQ22 = 0.935`` against the local 0.8085,
+    and the Jacobian eigenvalue 1.07 against 0.96).  A smooth map should pass a small
+    ``boundary_fraction`` (1e-3: ~1e-3 relative truncation); a noisy one (a randomized
+    rule) needs steps well above its noise and a larger one.  On the boundary (``t``
+    below rounding) the backward step ``step`` is used.  With ``D`` the matrix of
+    directions, ``J = [dF(d_1) ... dF(d_k)] D^{-1}``; directions other than the unit
     vectors let every difference stay inside a domain (e.g. positive semidefinite
     matrices at 0, where no off-diagonal unit step is allowed).  Returns ``None`` if a
     direction leaves the domain both ways.
     """
+    if not (0 < boundary_fraction <= 0.5):
+        raise ParameterError(f"boundary_fraction must be in (0, 0.5], got {boundary_fraction}")
     x = np.asarray(x, dtype=float).ravel()
     k = x.size
     D = np.eye(k) if directions is None else np.asarray(directions, dtype=float)
     if D.shape != (k, k):
         raise ParameterError(f"directions must be a {k} x {k} matrix, got shape {D.shape}")
     fx = np.asarray(F(x) if fx is None else fx, dtype=float).ravel()
+    # rounding: below ~1e-13 |x| a difference of F is mostly rounding error
+    floor = 1e-13 * max(1.0, float(np.max(np.abs(x))))
     cols = []
     for j in range(k):
         steps = (step, -step)
-        if domain is not None and not domain(x + step * D[:, j]):
-            # within `step` of the boundary along +d_j: the map varies on the scale of
-            # that distance there (skip-100 SE at 1 - Q22 = 3.5e-12: the backward secant
-            # over 1e-6 reads dF22/dQ22 = 0.50, the local slope is 0.81), so difference
-            # on an eighth of it
-            # (not below 1e-13 |x|: rounding, ~eps/h, would outweigh it; at or a few ulps
-            # from the boundary the halving ends where x + h d rounds back to x)
-            floor = 1e-13 * max(1.0, float(np.max(np.abs(x))))
-            h = step
-            while h / 8 >= floor:
-                h /= 2
-                if domain(x + h * D[:, j]):
-                    steps = (h / 8, -step)
-                    break
+        reach = step / boundary_fraction
+        if domain is not None and not domain(x + reach * D[:, j]):
+            lo, hi = 0.0, reach         # distance to the boundary along +d_j, by bisection
+            for _ in range(60):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (mid, hi) if domain(x + mid * D[:, j]) else (lo, mid)
+            if lo > floor:
+                h = max(boundary_fraction * lo, floor)
+                steps = (h, -h)
         for h in steps:
             xp = x + h * D[:, j]
             if domain is None or domain(xp):
                 # divided by the step actually taken (x + h d is rounded)
                 taken = float((xp - x) @ D[:, j]) / float(D[:, j] @ D[:, j])
+                if taken == 0.0:
+                    continue
                 cols.append((np.asarray(F(xp), dtype=float).ravel() - fx) / taken)
                 break
         else:
@@ -185,7 +197,8 @@ def _largest_real_eigenvalue(J):
 def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
                 tol: float = 1e-10, maxiter: int = 1000, domain: Callable | None = None,
                 project: Callable | None = None, newton_below: float = 0.0,
-                jacobian_step: float = 1e-6, jacobian_directions=None, stability: bool = False,
+                jacobian_step: float = 1e-6, jacobian_directions=None,
+                jacobian_boundary_fraction: float = 0.125, stability: bool = False,
                 kick: float = 0.05, max_kicks: int = 3, orientation: Callable | None = None,
                 callback: Callable | None = None, name: str = "fixed point",
                 keep_history: bool = False, warn: bool = True) -> SolverResult:
@@ -203,8 +216,9 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     onto the boundary, e.g. an overlap onto perfect recovery).
 
     **Newton polish** (``newton_below > 0``): once the residual is below it, Newton steps
-    on ``F(x) - x = 0`` with the Jacobian of :func:`difference_jacobian` (``F`` must be
-    smooth: e.g. a Monte-Carlo map on frozen samples) remove the critical slowing down
+    on ``F(x) - x = 0`` with the Jacobian of :func:`difference_jacobian` (step
+    ``jacobian_step``; next to the boundary ``jacobian_boundary_fraction`` of the distance
+    to it) (``F`` must be smooth: e.g. a Monte-Carlo map on frozen samples) remove the critical slowing down
     near thresholds.  A step is taken only when the Jacobian has no eigenvalue with real
     part > 1 (Newton would otherwise accelerate towards an *unstable* fixed point, which
     the damped iteration leaves by itself) and when it lowers the residual; a step
@@ -251,7 +265,8 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     def jacobian(v, fv):
         return difference_jacobian(Fv, v, fv, step=jacobian_step,
                                    domain=None if domain is None else inside,
-                                   directions=jacobian_directions)
+                                   directions=jacobian_directions,
+                                   boundary_fraction=jacobian_boundary_fraction)
 
     x = np.asarray(x0, dtype=float).ravel().copy()
     if not inside(x):

@@ -135,7 +135,10 @@ class StateEvolution:
     :meth:`MultiIndexModel.channel`); the default runs it.
         ``difference_step``: step of the map's difference Jacobians (Newton, stability,
     standard errors); default 1e-6, or :data:`RANDOMIZED_RULE_DIFFERENCE_STEP` for a
-    Laplace-RQMC rule, whose map is smooth only to its adaptive decisions.
+    Laplace-RQMC rule, whose map is smooth only to its adaptive decisions.  Within
+    ``difference_step / boundary_fraction`` of ``Q = rho`` the step is
+    ``boundary_fraction`` (1e-3, or 1/8 for a randomized rule) of the distance to it
+    (:func:`~symtheory.core.solvers.difference_jacobian`).
     """
 
     def __init__(self, model, alpha, *, samples=20000, seed=0, noise_variance=None, rule=None,
@@ -218,6 +221,10 @@ class StateEvolution:
         if not (np.isfinite(difference_step) and 0 < difference_step < 0.1):
             raise ValueError(f"difference_step must be in (0, 0.1), got {difference_step}")
         self.difference_step = float(difference_step)
+        # next to Q = rho the map is a function of log(rho - Q): difference on a small
+        # share of the distance to the boundary (a thousandth for a smooth map; a
+        # randomized rule's map is smooth only to its noise, so a coarser share)
+        self.boundary_fraction = 0.125 if randomized else 1e-3
 
     # ------------------------------------------------------------------ map
     def _check_Q(self, Q):
@@ -458,6 +465,7 @@ class StateEvolution:
                                maxiter=maxiter, domain=lambda q: self._in_domain(self._from_free(q)),
                                newton_below=newton_below, jacobian_directions=self._directions(),
                                jacobian_step=self.difference_step,
+                               jacobian_boundary_fraction=self.boundary_fraction,
                                stability=True, kick=kick, max_kicks=max_kicks,
                                orientation=lambda v: float(np.sum(v[diag])), callback=record,
                                name=f"state evolution at alpha={self.alpha:g}", warn=False)
@@ -588,7 +596,8 @@ class StateEvolution:
         return difference_jacobian(lambda q: self._to_free(self.step(self._from_free(q))),
                                    self._to_free(Q), step=step,
                                    domain=lambda q: self._in_domain(self._from_free(q)),
-                                   directions=self._directions())
+                                   directions=self._directions(),
+                                   boundary_fraction=self.boundary_fraction)
 
     def spectral_radius(self, Q) -> float:
         """Largest modulus of the eigenvalues of :meth:`map_jacobian` at ``Q`` (step
