@@ -430,7 +430,8 @@ class StateEvolution:
         integer, ``None`` = none), then on all of them with half the quadrature nodes per
         axis (a reduced link) -- and only the last stage uses the full map.  The result is
         the fixed point of the full map, converged by the same criterion; ``iterations``
-        counts every stage and the message names them.
+        counts every stage and the message names them.  A warm-up stage runs at most half
+        of the iterations left, so the full map always gets a share of ``max_iter``.
 
         Stability: an even model keeps ``Q_ll = 0`` exactly, so a layer that decayed
         while another was being learned can sit on an *unstable* fixed point (the
@@ -451,7 +452,8 @@ class StateEvolution:
         entries = self._free_entries()
         diag = np.array([a == b for a, b in entries])
         trace = []
-        bar = progress_bar(range(max_iter * (max_kicks + 1)), desc=f"SE alpha={self.alpha:g}",
+        bar = progress_bar(range(max_iter * (max_kicks + 1)),
+                           desc=f"SE alpha={self.alpha:g}, iterations of the budget",
                            enabled=progress)
         bar_iter = iter(bar)
 
@@ -486,8 +488,10 @@ class StateEvolution:
         stages = ([(m, coarse or rule)] if m < self.samples else []) + (
             [(self.samples, coarse)] if coarse is not None else [])
         for n_stage, stage_rule in stages:
+            # at most half of the iterations left: a stage that converges slowly (its
+            # coarse map near a nearly known layer) must leave the full map its share
             with self._stage(n_stage, stage_rule):
-                first = iterate(q0, max(1, max_iter - done))
+                first = iterate(q0, max(1, (max_iter - done) // 2))
             q0, done = first.value, done + first.iterations
         fp = iterate(q0, max(1, max_iter - done))
         fp.iterations += done
@@ -619,11 +623,20 @@ class StateEvolution:
         if J is None:
             J = self.map_jacobian(Q, step=max(1e-5, self.difference_step))
         Qhat = self.psd_qhat(Q) + self.lam * np.eye(P)
+        # relative steps: next to perfect recovery Q_hat reaches 1e11 (skip 100), where an
+        # absolute 1e-6 rounds away (the Jacobian was lost: Q_stderr NaN).  There F is
+        # 1 - O(1/Q_hat) and its change resolves only on a relative step up to 1e-3
+        # (at Q_hat = 1.5e11: ~60 ulps of 1, ~2% -- enough for a standard error)
+        qh = self._to_free(Qhat)
+        D = self._directions()
+        big = np.array([max(1.0, float(np.max(np.abs(qh[D[:, j] != 0]))))
+                        for j in range(D.shape[1])])
+        scale = big * np.clip(1e-11 * big, 1e-6, 1e-3) / 1e-6
         G = difference_jacobian(
             lambda h: self._to_free(self.prior.overlap_map(self._from_free(h))),
-            self._to_free(Qhat), step=1e-6,
+            qh, step=1e-6,
             domain=lambda h: np.linalg.eigvalsh(self._from_free(h))[0] >= 0,
-            directions=self._directions())
+            directions=D * scale[None, :])
         if J is None or G is None:
             return np.full((P, P), np.nan)
         s = np.array([Qhat_se[a, b] for a, b in entries])

@@ -191,7 +191,8 @@ def cmd_se(args) -> int:
     for alpha in progress_bar(alphas, desc="SE", enabled=not args.quiet):
         se = StateEvolution(model, alpha, samples=args.samples, seed=args.seed,
                             noise_variance=noise, rule=rule, side_information=lam)
-        res = se.solve(Q0, damping=args.damping, max_iter=args.max_iter)
+        # the inner bar counts SE iterations (of the budget): one alpha point can take minutes
+        res = se.solve(Q0, damping=args.damping, max_iter=args.max_iter, progress=not args.quiet)
         cols["alpha"].append(alpha)
         for a, b in names:
             cols[f"Q{a + 1}{b + 1}"].append(float(res.Q[a, b]))
