@@ -415,10 +415,15 @@ def test_fixed_point_stderr_is_finite_where_q_hat_is_huge():
     """At skip 100, alpha 1, 1 - Q = (2.6e-6, 6.3e-12) (the CLI's fixed point), Q_hat22
     ~ 1e11: the prior map's Jacobian by absolute 1e-6 steps rounded away and Q_stderr was
     NaN next to converged = true.  Relative steps give a finite, positive error.  The
-    prior's Jacobian is checked against the closed form of the Gaussian prior, F =
-    Q_hat/(1 + Q_hat), F' = 1/(1 + Q_hat)^2, on the same steps (relative 1e-6 up to
-    Q_hat = 1e5, 1e-3 at 1.5e11: there F's change is ~60 ulps of 1, so 5% bounds the
-    rounding (~2%) and the secant (1e-3))."""
+    prior's Jacobian (:meth:`_prior_jacobian`, the path the standard error uses) is
+    checked against an independent path: SymPy's derivative of the Gaussian prior's
+    derived overlap map, evaluated in mpmath at 30 digits.  Steps are 1e-6 relative up to
+    Q_hat = 1e5 and 1e-3 at 1.5e11, where F's change is ~60 ulps of 1: 5% bounds the
+    rounding (~2%) and the secant (1e-3)."""
+    import mpmath
+
+    from symtheory.glm.priors import gaussian_overlap_map
+
     se = StateEvolution(deep_attention(2, 2, 1, 100.0), 1.0, samples=200, seed=0,
                         rule=TensorRule("gauss-hermite", 15, 6.0), check_channel=False)
     se.estimate_channel_error = False
@@ -427,13 +432,12 @@ def test_fixed_point_stderr_is_finite_where_q_hat_is_huge():
     assert Qhat[1, 1] > 1e10
     err = se._fixed_point_stderr(Q, sd)
     assert np.all(np.isfinite(err)) and err[0, 0] > 0 and err[1, 1] > 0
-    from symtheory.core.solvers import difference_jacobian
-
-    qh = np.diag(Qhat)
-    steps = np.maximum(1.0, qh) * np.clip(1e-11 * qh, 1e-6, 1e-3) / 1e-6
-    G = difference_jacobian(lambda h: se.prior.overlap_map(np.diag(h)).diagonal(), qh,
-                            step=1e-6, directions=np.diag(steps))
-    np.testing.assert_allclose(np.diag(G), 1 / (1 + qh) ** 2, rtol=5e-2)
+    q = sp.Symbol("qhat", nonnegative=True)
+    dF = sp.lambdify(q, sp.diff(gaussian_overlap_map(q), q), "mpmath")
+    G = se._prior_jacobian(Qhat)
+    with mpmath.workdps(30):
+        exact = [float(dF(mpmath.mpf(float(v)))) for v in np.diag(Qhat)]
+    np.testing.assert_allclose(np.diag(G), exact, rtol=5e-2)
 
 
 def test_nishimori_gap_is_scaled_and_finite_at_tiny_alpha(attention):

@@ -264,6 +264,10 @@ def test_difference_jacobian_steps_on_a_share_of_the_distance_to_the_boundary():
     assert J[0, 0] == pytest.approx(1.5 * math.sqrt(0.5), rel=1e-5)
     with pytest.raises(ParameterError, match="boundary_fraction"):
         difference_jacobian(F, x, domain=dom, boundary_fraction=0.0)
+    # the engine refuses it at the start, not at its first Jacobian
+    for bad in (0.0, 0.7, float("nan")):
+        with pytest.raises(ParameterError, match="jacobian_boundary_fraction"):
+            fixed_point(F, 0.5, domain=lambda v: v < 1, jacobian_boundary_fraction=bad)
 
 
 @pytest.mark.parametrize("x, domain", [

@@ -246,6 +246,9 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     tol = real("tol", tol, low=0.0, low_open=True)
     newton_below = real("newton_below", newton_below, low=0.0)
     kick = real("kick", kick, low=0.0, low_open=True)
+    # checked here, not at the first Jacobian deep inside the iteration
+    jacobian_boundary_fraction = real("jacobian_boundary_fraction", jacobian_boundary_fraction,
+                                      low=0.0, low_open=True, high=0.5)
     if int(maxiter) < 1 or int(max_kicks) < 0:
         raise ParameterError(f"maxiter must be >= 1 and max_kicks >= 0, got {maxiter}, {max_kicks}")
     shape = np.shape(x0)

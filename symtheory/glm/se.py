@@ -610,6 +610,27 @@ class StateEvolution:
         J = self.map_jacobian(Q, step=max(1e-5, self.difference_step))
         return float(np.max(np.abs(np.linalg.eigvals(J)))) if J is not None else float("nan")
 
+    def _prior_jacobian(self, Qhat):
+        """``dF_prior/dQ_hat`` on the free entries (the directions of :meth:`_directions`)
+        by differences inside ``Q_hat >= 0`` on relative steps: 1e-6 of the entry, up to
+        1e-3 where ``Q_hat > 1e5``.  Next to perfect recovery ``Q_hat`` reaches 1e11 (skip
+        100), where an absolute 1e-6 rounds away (the Jacobian was lost: Q_stderr NaN);
+        there ``F = 1 - O(1/Q_hat)`` and its change resolves only on a relative step up to
+        1e-3 (at 1.5e11: ~60 ulps of 1, ~2% -- enough for a standard error).  ``None`` if
+        a direction leaves the domain both ways."""
+        from ..core.solvers import difference_jacobian
+
+        qh = self._to_free(Qhat)
+        D = self._directions()
+        big = np.array([max(1.0, float(np.max(np.abs(qh[D[:, j] != 0]))))
+                        for j in range(D.shape[1])])
+        scale = big * np.clip(1e-11 * big, 1e-6, 1e-3) / 1e-6
+        return difference_jacobian(
+            lambda h: self._to_free(self.prior.overlap_map(self._from_free(h))),
+            qh, step=1e-6,
+            domain=lambda h: np.linalg.eigvalsh(self._from_free(h))[0] >= 0,
+            directions=D * scale[None, :])
+
     def _fixed_point_stderr(self, Q, Qhat_se, J=None):
         """Standard error of the fixed point: ``(I - dF/dQ)^{-1} dF_prior/dQhat . stderr``
         (entries of ``Q_hat`` treated as independent); both Jacobians by one-sided
@@ -622,21 +643,7 @@ class StateEvolution:
         k = len(entries)
         if J is None:
             J = self.map_jacobian(Q, step=max(1e-5, self.difference_step))
-        Qhat = self.psd_qhat(Q) + self.lam * np.eye(P)
-        # relative steps: next to perfect recovery Q_hat reaches 1e11 (skip 100), where an
-        # absolute 1e-6 rounds away (the Jacobian was lost: Q_stderr NaN).  There F is
-        # 1 - O(1/Q_hat) and its change resolves only on a relative step up to 1e-3
-        # (at Q_hat = 1.5e11: ~60 ulps of 1, ~2% -- enough for a standard error)
-        qh = self._to_free(Qhat)
-        D = self._directions()
-        big = np.array([max(1.0, float(np.max(np.abs(qh[D[:, j] != 0]))))
-                        for j in range(D.shape[1])])
-        scale = big * np.clip(1e-11 * big, 1e-6, 1e-3) / 1e-6
-        G = difference_jacobian(
-            lambda h: self._to_free(self.prior.overlap_map(self._from_free(h))),
-            qh, step=1e-6,
-            domain=lambda h: np.linalg.eigvalsh(self._from_free(h))[0] >= 0,
-            directions=D * scale[None, :])
+        G = self._prior_jacobian(self.psd_qhat(Q) + self.lam * np.eye(P))
         if J is None or G is None:
             return np.full((P, P), np.nan)
         s = np.array([Qhat_se[a, b] for a, b in entries])
