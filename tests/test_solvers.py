@@ -157,6 +157,19 @@ def test_unstable_fixed_point_next_to_the_boundary_is_left_inwards():
     assert abs(J[0, 0] - 0.52) < 1e-5                 # forward difference error ~ h = 1e-6
 
 
+def test_escape_next_to_the_boundary_is_scaled_to_its_distance():
+    """The same start: the kick inwards is sqrt(t kick) = sqrt(1e-13 * 0.05) = 7.07e-8, not
+    0.05 (t = 1e-13 is the distance to the boundary along the unstable direction; next
+    to 1 the float grid is 1.1e-16, 1e-3 of t, hence rel=1e-3).  With a map on the scale
+    of log t the kick is a share of the way, not a restart of the transient."""
+    xs = []
+    fixed_point(_boundary_map, 1.0 - 1e-13, damping=0.2, adaptive=False, domain=_unit_interval,
+                newton_below=1e-3, stability=True, tol=1e-12,
+                callback=lambda it, x, res: xs.append(x))
+    assert xs[0] == 1.0 - 1e-13
+    assert 1.0 - xs[1] == pytest.approx(1e-13 + math.sqrt(1e-13 * 0.05), rel=1e-3)
+
+
 def test_unstable_point_in_an_invariant_subspace_is_left_and_reported():
     """F(x, y) = (2x/(1 + x), y/2 + 1/4): x = 0 is invariant and unstable (slope 2), y
     converges to 1/2.  From (0, 0) the run converges to (0, 1/2), the check kicks along
