@@ -385,6 +385,32 @@ def test_channel_error_estimate_tracks_the_actual_error(skip, q1, q2, regime):
         assert 0.5 * actual <= estimate <= 2.0 * actual
 
 
+def test_quadrature_qhat_error_against_an_independent_finer_rule():
+    """channel_qhat_error = max |Q_hat(GH n) - Q_hat(GH 1.5 n)| / stderr, reusing the refined
+    moments of the error-estimating pass.  Checked against two separate SEs on the same
+    frozen samples, one per rule (the refined rule built independently), to 1e-9 relative
+    (the same sums in another order).  None before an estimating pass at that Q and for a
+    randomized rule, whose error is in the Monte-Carlo spread."""
+    model = deep_attention(2, 2, 1, 1.0)
+    Q = np.diag([0.3, 0.6])
+    se = StateEvolution(model, 0.7, samples=300, seed=3, rule=TensorRule("gauss-hermite", 12),
+                        check_channel=False)
+    assert se.quadrature_qhat_error(Q) is None
+    se.qhat(Q)
+    got = se.quadrature_qhat_error(Q)
+    assert se.quadrature_qhat_error(np.diag([0.3, 0.61])) is None
+    qh = {}
+    for n in (12, 18):
+        other = StateEvolution(model, 0.7, samples=300, seed=3, rule=TensorRule("gauss-hermite", n),
+                               check_channel=False)
+        other.estimate_channel_error = False
+        qh[n] = other.qhat(Q)[:2]
+    free = se.mask > 0                    # block structure: Q12 is held at 0
+    expected = float(np.max(np.abs(qh[12][0] - qh[18][0])[free] / qh[12][1][free]))
+    assert got == pytest.approx(expected, rel=1e-9)
+    assert got > 0          # GH 12 is coarse enough to differ from GH 18 here
+
+
 def test_se_jacobian_next_to_perfect_recovery_is_the_local_slope():
     """skip 100, alpha 0.9: the SE's fixed point has layer 2 nearly known (1 - Q22 ~
     1.5e-6), where the map is a function of log(1 - Q22).  The Jacobian the engine uses
