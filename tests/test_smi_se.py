@@ -529,29 +529,32 @@ def test_nishimori_gap_is_scaled_and_finite_at_tiny_alpha(attention):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="issue 9, open: since the difference Jacobian steps on a share of the "
-                   "distance to Q = rho (2026-11-24) the run converges and is stable (128 "
-                   "iterations, residual 3.5e-9, 1 - Q = (2.6e-6, 6.3e-12)), but takes 2:48 on "
-                   "2 idle cores, its channel_error is 9.2 (GH 30 vs GH 45, max over samples, "
-                   "in prior sds: the nearly known layer 2 leaves a posterior narrower than "
-                   "the rule's nodes) and its Q_stderr is NaN.  alpha = 1 is this model's "
-                   "counting bound (2 outputs per sample, 2 weight vectors), where the SE "
-                   "approaches Q = rho algebraically.  Acceptance bound 60 s",
-                   strict=False)
-@pytest.mark.parametrize("option", [["--skip", "100"]])
-def test_cli_se_saturated_point_under_a_minute(option):
-    """Acceptance (issue 9): default settings, one alpha, a converged point with its
-    accuracy (Q stderr, channel_error) stated, in under 60 s on 2 cores."""
+@pytest.mark.parametrize("alpha", [
+    "0.5",      # the README example's larger alpha: layer 2 learned, layer 1 at 0
+    pytest.param("1.0", marks=pytest.mark.xfail(
+        reason="issue 9, open: at 2026-11-24 (259dafd) the run takes 35 s on 2 idle cores, "
+               "converges and is stable, Q_stderr (1.8e-10, 2e-16), but GH 30 is not accurate "
+               "enough at this corner: channel_error 8.3 (max over samples) and its effect on "
+               "Q_hat 0.91 Monte-Carlo standard errors (> 0.3).  alpha = 1 is the counting "
+               "bound (2 outputs per sample, 2 weight vectors): both layers nearly known, "
+               "the posterior narrower than the prior's nodes; GH 45 / 90 are still 1.5 / "
+               "0.26 standard errors off a peak-following rule (measured)", strict=False))])
+def test_cli_se_saturated_point_under_a_minute(alpha):
+    """Acceptance (issue 9): `smi se --skip 100` at default settings, one alpha, a converged
+    point with its accuracy stated (Q stderr, channel_error, channel_qhat_error) in under
+    60 s on 2 cores.  channel_qhat_error <= 0.3: the quadrature adds under 5% to the
+    fixed point's Monte-Carlo error bar."""
     import time
 
     t0 = time.perf_counter()
-    out = _cli("smi", "se", *option, "--alpha", "1.0", "--quiet")
+    out = _cli("smi", "se", "--skip", "100", "--alpha", alpha, "--quiet")
     elapsed = time.perf_counter() - t0
     assert out.returncode == 0, out.stderr
     header, row = out.stdout.strip().splitlines()
     cols = dict(zip(header.split(","), row.split(",")))
-    assert cols["converged"] == "true"
-    assert float(cols["channel_error"]) <= 1e-3 and float(cols["Q22_stderr"]) < 0.05
+    assert cols["converged"] == "true" and cols["stable"] == "true"
+    assert float(cols["channel_error"]) <= 1e-3 and float(cols["channel_qhat_error"]) <= 0.3
+    assert float(cols["Q22_stderr"]) < 0.05
     assert elapsed < 60, f"{elapsed:.1f} s"
 
 
