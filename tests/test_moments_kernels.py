@@ -5,6 +5,7 @@ import math
 
 import mpmath
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,8 +31,9 @@ def test_weighted_moments_against_mpmath(seed, n, d, spread, shift, logw_scale):
     """log-weights over up to 300 nats, points offset by 10^shift with a spread of
     10^spread (a nearly known coordinate: the case where a one-pass sum of squares
     cancels).  West's update is backward stable: the covariance error is a few ulps of
-    |x| |x - mean|, i.e. relative to the spread's scale, not to the offset.  Tolerance:
-    1e-12 of sd_a sd_b + 1e-14 |x| sd (the ulps of the offset carried into each delta)."""
+    |x| |x - mean| under the weights, i.e. of |x| times the weighted sd, not of the
+    points' spread (a dominant point makes the weighted sd far smaller).  Tolerance:
+    1e-12 sd_a sd_b + 1e-14 |x| sqrt(sd_a sd_b)."""
     rng = np.random.default_rng(seed)
     logw = rng.uniform(-logw_scale, 0, n)
     zs = 10.0 ** shift + 10.0 ** spread * rng.standard_normal((n, d))
@@ -44,9 +46,23 @@ def test_weighted_moments_against_mpmath(seed, n, d, spread, shift, logw_scale):
     for a in range(d):
         assert abs(mean[a] - float(mmean[a])) <= 1e-14 * abs(float(mmean[a])) + 1e-13 * scale
         for b in range(d):
-            tol = 1e-12 * sd[a] * sd[b] + 1e-14 * 10.0 ** shift * scale + 1e-300
+            tol = 1e-12 * sd[a] * sd[b] + 1e-14 * 10.0 ** shift * math.sqrt(sd[a] * sd[b]) \
+                + 1e-300
             assert abs(cov[a, b] - float(mcov[a][b])) <= tol
             assert cov[a, b] == cov[b, a]
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_weighted_moments_with_a_dominant_point(order):
+    """Weights e^-40 and 1 on the points 0 and 1: Cov = e^-40/(1 + e^-40)^2 = 4.25e-18 in
+    either order.  West's factor written 1 - w/total rounded to 0 when the heavy point
+    came last (the result was 0.0)."""
+    logw = np.array([-40.0, 0.0])[list(order)]
+    zs = np.array([[0.0], [1.0]])[list(order)]
+    mean, cov = np.empty(1), np.empty((1, 1))
+    weighted_moments(logw, zs, 2, mean, cov)
+    exact = math.exp(-40) / (1 + math.exp(-40)) ** 2
+    assert cov[0, 0] == pytest.approx(exact, rel=1e-12)
 
 
 def test_weighted_moments_without_weight_is_nan():
@@ -77,6 +93,18 @@ def test_lu_solve_logdet_against_mpmath(seed, M, r, exponent):
     Xref = np.array([[float(v) for v in mpmath.lu_solve(Tm, mpmath.matrix(E[:, j].tolist()))]
                      for j in range(r)]).T
     assert np.allclose(X, Xref, rtol=1e-11 * cond, atol=1e-11 * cond * np.abs(Xref).max())
+
+
+@pytest.mark.parametrize("pivots", [(1e-140, 1e-200), (1e140, 1e200), (1e-300, 1e300),
+                                    (1e200, 1e-200, 1e150, 1e-10)])
+def test_lu_solve_logdet_with_pivots_of_mixed_scale(pivots):
+    """A diagonal T with pivots far apart: the running product must not over- or
+    underflow (1e-140 * 1e-200 gave -inf, i.e. 'singular')."""
+    T = np.diag(pivots)
+    X = np.empty((len(pivots), 1))
+    ld = lu_solve_logdet(T.copy(), np.ones((len(pivots), 1)), X)
+    assert ld == pytest.approx(sum(math.log(p) for p in pivots), rel=1e-14, abs=1e-12)
+    np.testing.assert_allclose(X[:, 0], 1 / np.array(pivots), rtol=1e-15)
 
 
 def test_lu_solve_logdet_singular():

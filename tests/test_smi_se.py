@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import subprocess
 import sys
 
@@ -475,17 +476,20 @@ def test_fixed_point_stderr_is_finite_where_q_hat_is_huge():
 
 
 @pytest.mark.parametrize("lam, rotate", [((0.3, 2.0, 7.0), True), ((1.0, 1.0 + 1e-10, 5.0), True),
-                                         ((0.0, 0.0, 0.0), True), ((1e11, 2.5e12, 0.5), False)])
+                                         ((0.0, 0.0, 0.0), True), ((1e11, 2.5e12, 0.5), False),
+                                         ((1e12, 1e12 * (1 + 2e-8), 1.00001e12), False)])
 def test_prior_overlap_map_derivative_against_mpmath_differences(lam, rotate):
     """dF(Q_hat)[H] of the matrix function (Daleckii-Krein on the derived f') against
     forward differences of F computed in mpmath at 80 digits with step 1e-30 (truncation
     ~1e-30; F's change 1e-55 even at q_hat = 2.5e12, resolved to 25 digits), along a PSD
     direction H (F is defined on
     Q_hat >= 0, so at Q_hat = 0 only one side exists): distinct, nearly equal (1e-10 apart:
-    the f' branch), zero and huge eigenvalues.  1e-9 relative to max |dF| covers the
-    float64 eigendecomposition's rounding; huge eigenvalues are tested unrotated (the SE's
-    block-diagonal case): a rotation mixing 2.5e12 with 0.5 leaves eigh an absolute error
-    eps ||Q_hat|| = 3e-4 on the small one, the float64 input's own limit."""
+    the divided difference at equal arguments), zero and huge eigenvalues, huge ones also
+    nearly equal (a numerical divided difference of F returned 0 there).  Rotated: 1e-9
+    relative to max |dF| covers the float64 eigendecomposition's rounding.  Huge
+    eigenvalues are tested unrotated (the SE's block-diagonal case), every entry to 1e-12
+    of itself (entries ~1e-24 next to 0.1): a rotation mixing 2.5e12 with 0.5 leaves eigh
+    an absolute error eps ||Q_hat|| = 3e-4 on the small one, the float64 input's limit."""
     import mpmath
 
     from symtheory.glm.priors import GaussianPrior, gaussian_overlap_map
@@ -509,7 +513,10 @@ def test_prior_overlap_map_derivative_against_mpmath_differences(lam, rotate):
 
         ref = (F(A + h * Hm) - F(A)) / h
         ref = np.array(ref.tolist(), dtype=float)
-    assert np.max(np.abs(got - ref)) <= 1e-9 * max(np.max(np.abs(ref)), 1e-300)
+    if rotate:
+        assert np.max(np.abs(got - ref)) <= 1e-9 * max(np.max(np.abs(ref)), 1e-300)
+    else:
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=0)
 
 
 def test_nishimori_gap_is_scaled_and_finite_at_tiny_alpha(attention):
@@ -555,7 +562,10 @@ def test_cli_se_saturated_point_under_a_minute(alpha):
     assert cols["converged"] == "true" and cols["stable"] == "true"
     assert float(cols["channel_error"]) <= 1e-3 and float(cols["channel_qhat_error"]) <= 0.3
     assert float(cols["Q22_stderr"]) < 0.05
-    assert elapsed < 60, f"{elapsed:.1f} s"
+    # the bound is for an idle 2-core machine (issue 9); SYMTHEORY_TIME_FACTOR scales it
+    # on a shared one, as in test_noise_rule
+    limit = 60.0 * float(os.environ.get("SYMTHEORY_TIME_FACTOR", "1"))
+    assert elapsed < limit, f"{elapsed:.1f} s >= {limit:.0f} s"
 
 
 def test_warm_up_on_a_sample_subset_reaches_the_same_fixed_point():

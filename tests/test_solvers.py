@@ -170,6 +170,34 @@ def test_escape_next_to_the_boundary_is_scaled_to_its_distance():
     assert 1.0 - xs[1] == pytest.approx(1e-13 + math.sqrt(1e-13 * 0.05), rel=1e-3)
 
 
+def test_escape_escalates_when_the_small_kick_stays_within_the_tolerance():
+    """At the SE's tol 1e-8 the first kick from 1 - 1e-13 (7.07e-8) leaves a residual of
+    8.5e-9: the run re-converges at once next to the same unstable point, now t = 7.07e-8
+    from the boundary.  The second escape goes half the remaining way in log t to a full
+    kick, t^(1/4) kick^(3/4) = 1.7e-3, and the run ends on 0.4 (found in review: with
+    sqrt(t kick) every time the kicks shrank towards the boundary's scale)."""
+    xs = []
+    r = fixed_point(_boundary_map, 1.0 - 1e-13, damping=0.2, adaptive=False,
+                    domain=_unit_interval, newton_below=1e-3, stability=True, tol=1e-8,
+                    callback=lambda it, x, res: xs.append(x))
+    assert r.converged and r.stable and r.escapes == 2 and abs(r.value - 0.4) < 1e-6
+    kicks = [1.0 - x for x in xs[1:3]]
+    assert kicks[0] == pytest.approx(1e-13 + math.sqrt(1e-13 * 0.05), rel=1e-3)
+    assert kicks[1] == pytest.approx(kicks[0] + kicks[0] ** 0.25 * 0.05 ** 0.75, rel=1e-3)
+
+
+def test_escape_distance_is_found_on_a_log_scale():
+    """F(v) = 2v/(1 + |v|) on v < 1e-20: 0 is unstable (slope 2) and 1e-20 from the
+    boundary; linear bisection from kick/16 resolved only ~3e-21 and fell back to the
+    full kick.  The kick is sqrt(1e-20 * 0.05) = 2.24e-11 and the run ends on -1."""
+    xs = []
+    r = fixed_point(lambda v: 2 * v / (1 + abs(v)), 0.0, damping=0.0, adaptive=False,
+                    domain=lambda v: v < 1e-20, newton_below=1e-3, stability=True, tol=1e-12,
+                    callback=lambda it, x, res: xs.append(x))
+    assert r.converged and r.stable and abs(r.value + 1.0) < 1e-9
+    assert -xs[1] == pytest.approx(math.sqrt(1e-20 * 0.05), rel=1e-6)
+
+
 def test_unstable_point_in_an_invariant_subspace_is_left_and_reported():
     """F(x, y) = (2x/(1 + x), y/2 + 1/4): x = 0 is invariant and unstable (slope 2), y
     converges to 1/2.  From (0, 0) the run converges to (0, 1/2), the check kicks along

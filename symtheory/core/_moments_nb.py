@@ -21,8 +21,9 @@ def lu_solve_logdet(T, E, X):
     M = T.shape[0]
     r = E.shape[1]
     # |det T| as a running product of the pivots, one log at the end (a log per pivot was
-    # a third of the reduced posterior rule's cost); folded into the log before it can
-    # leave the normal range
+    # a third of the reduced posterior rule's cost); a pivot outside [1e-150, 1e150] goes
+    # to the log directly and the product is folded once it leaves that range, so it
+    # never leaves [1e-300, 1e300]
     logdet = 0.0
     prod = 1.0
     for k in range(M):
@@ -43,10 +44,13 @@ def lu_solve_logdet(T, E, X):
                 tmp = E[k, j]
                 E[k, j] = E[p, j]
                 E[p, j] = tmp
-        prod *= best
-        if prod > 1e150 or prod < 1e-150:
-            logdet += math.log(prod)
-            prod = 1.0
+        if best > 1e150 or best < 1e-150:
+            logdet += math.log(best)
+        else:
+            prod *= best
+            if prod > 1e150 or prod < 1e-150:
+                logdet += math.log(prod)
+                prod = 1.0
         for i in range(k + 1, M):
             f = T[i, k] / T[k, k]
             for j in range(k, M):
@@ -92,13 +96,15 @@ def weighted_moments(logw, zs, count, out_mean, out_cov):
         w = math.exp(logw[j] - lmax)
         if w == 0.0:
             continue
+        old = total
         total += w
         f = w / total
         for a in range(d):
             delta[a] = zs[j, a] - out_mean[a]
             out_mean[a] += f * delta[a]
-        # scatter += w (x - mean_old)(x - mean_new)^T = w (1 - f) delta delta^T
-        c = w * (1.0 - f)
+        # scatter += w (x - mean_old)(x - mean_new)^T = w (1 - f) delta delta^T, with
+        # 1 - f = old/total: no cancellation when a point outweighs all before it
+        c = w * (old / total)
         for a in range(d):
             for b in range(a, d):
                 out_cov[a, b] += c * delta[a] * delta[b]

@@ -237,7 +237,8 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     opposite sign -- the first point inside the domain -- at most ``max_kicks`` times; a
     point within ``kick/16`` of the boundary is kicked away from it by ``sqrt(t kick)``
     (``t`` its distance to the boundary along ``v``), a share of the way on the scale
-    the map varies on there.
+    the map varies on there, and half the remaining way in ``log t`` to a full kick at
+    each further escape.
     ``maxiter`` bounds each run between kicks.
 
     The result reports ``value, converged, iterations, residual, message``,
@@ -336,7 +337,8 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
         stable = lam <= 1.0 + STABILITY_MARGIN
         if stable:
             break
-        xk = None if escapes >= max_kicks else _escape(x, v, kick, inside, orientation)
+        xk = None if escapes >= max_kicks else _escape(x, v, kick, inside, orientation,
+                                                       escapes)
         if xk is None:
             note = (f"; UNSTABLE fixed point (Jacobian eigenvalue {lam:.6g} > 1): "
                     + (f"still unstable after {escapes} escapes" if escapes >= max_kicks
@@ -404,31 +406,37 @@ def _newton_step(Fv, x, fx, res, jacobian, inside, project, shaped):
     return None
 
 
-def _escape(x, v, kick, inside, orientation):
+def _escape(x, v, kick, inside, orientation, level=0):
     """First of ``x + s v`` inside the domain (``fixed_point``'s escape rule), or ``None``.
 
     When not even ``kick/16`` fits along the preferred sign, the point lies next to the
     boundary, where a map such as an overlap map near perfect recovery varies on the
     scale of the distance ``t`` to it (a function of ``log t``).  The kick the other way
-    is then measured on that scale: ``sqrt(t kick)``, half-way in ``log t`` between the
-    point and a full kick.  (A full kick threw the SE at skip 100, alpha = 1 from
-    ``t = 5e-8`` back to ``0.05``, and 25 map evaluations back to ``5e-6``.)"""
+    is then measured on that scale: ``t^(1/2^(level+1)) kick^(1 - 1/2^(level+1))`` --
+    ``sqrt(t kick)``, half-way in ``log t`` to a full kick, at the first escape, and half
+    of the remaining way at each further one (``level`` = escapes so far: a kick too
+    small to leave the tolerance re-converges at once).  A full kick threw the SE at
+    skip 100, alpha = 1 from ``t = 5e-8`` back to ``0.05``, and 25 map evaluations back
+    to ``5e-6``."""
     v = v / np.max(np.abs(v))
     sign = 1.0 if (np.sum(v) if orientation is None else orientation(v)) >= 0 else -1.0
     for scale in (kick, kick / 4, kick / 16):
         xk = x + sign * scale * v
         if inside(xk):
             return xk
-    inner, outer = 0.0, kick / 16
-    for _ in range(60):                # distance to the boundary along sign * v
-        mid = 0.5 * (inner + outer)
-        inner, outer = (mid, outer) if inside(x + sign * mid * v) else (inner, mid)
-    scales = (kick, kick / 4, kick / 16)
-    if inner > 0.0:
-        scales = (min(kick, math.sqrt(inner * kick)),) + scales
+    # distance to the boundary along sign * v, bisected in log t from 1e-300 to kick/16
+    lo, hi = math.log(1e-300), math.log(kick / 16)
+    if inside(x + sign * 1e-300 * v):
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if inside(x + sign * math.exp(mid) * v) else (lo, mid)
+        share = 0.5 ** (level + 1)
+        scales = (math.exp(share * lo + (1 - share) * math.log(kick)), kick, kick / 4, kick / 16)
+    else:
+        scales = (kick, kick / 4, kick / 16)
     for scale in scales:
         xk = x - sign * scale * v
-        if inside(xk):
+        if inside(xk) and not np.array_equal(xk, x):
             return xk
     return None
 

@@ -68,6 +68,17 @@ class GaussianPrior:
                                            # qhat (1.6e-5 relative at 1.5e11)
                                            [F, sp.factor(sp.diff(F, qhat))], vector_args=(qhat,),
                                            doc="overlap map F(qhat) of the N(0,1) prior and dF/dqhat")
+            # divided difference (F(a) - F(b))/(a - b), the Daleckii-Krein kernel of the
+            # matrix function's derivative: derived with the a - b factor cancelled, so it
+            # holds at a = b (where it is F') and does not cancel where F rounds to 1
+            a_, b_ = sp.symbols("a b", nonnegative=True)
+            dd = sp.factor(sp.cancel((F.subs(qhat, a_) - F.subs(qhat, b_)) / (a_ - b_)))
+            if sp.simplify(dd.subs(b_, a_) - sp.diff(F, qhat).subs(qhat, a_)) != 0 or \
+                    sp.denom(dd).subs(b_, a_) == 0:
+                raise RuntimeError(f"prior overlap map: divided difference not regular at a = b: {dd}")
+            GaussianPrior._divided = Kernel("prior_gaussian_divided_difference", (a_, b_), [dd],
+                                            vector_args=(a_, b_),
+                                            doc="(F(a) - F(b))/(a - b) of the N(0,1) prior map")
             q = sp.Symbol("q", positive=True)
             inv = [r for r in sp.solve(sp.Eq(F, q), qhat)]
             if len(inv) != 1:
@@ -118,25 +129,20 @@ class GaussianPrior:
         return (O * f) @ O.T
 
     def overlap_map_derivative(self, Qhat: np.ndarray, H: np.ndarray) -> np.ndarray:
-        """Directional derivative ``dF_prior(Q_hat)[H]`` of the matrix function, from the
-        derived scalar derivative ``f' = dF/dqhat`` (no differencing): the Daleckii-Krein
-        formula ``O (Gamma o O^T H O) O^T`` with ``Gamma_ij`` the divided difference
-        ``(f(l_i) - f(l_j))/(l_i - l_j)``, or the mean of ``f'`` where the eigenvalues
-        agree to 1e-8 relative (Higham, Functions of Matrices, Thm. 3.11).  Next to perfect
-        recovery ``F = 1 - O(1/q_hat)`` rounds to 1 and differences of it vanish (Q_stderr
-        read 0 at q_hat = 2.5e12); ``f'`` does not."""
+        """Directional derivative ``dF_prior(Q_hat)[H]`` of the matrix function, with no
+        differencing: the Daleckii-Krein formula ``O (Gamma o O^T H O) O^T`` (Higham,
+        Functions of Matrices, Thm. 3.11), ``Gamma_ij = (F(l_i) - F(l_j))/(l_i - l_j)``
+        the divided difference derived symbolically with ``l_i - l_j`` cancelled (``F'``
+        on the diagonal).  Next to perfect recovery ``F = 1 - O(1/q_hat)`` rounds to 1:
+        differences of ``F`` vanish there (Q_stderr read 0 at q_hat = 2.5e12), and so did
+        a numerical divided difference between eigenvalues 1e12 and 1.00001e12."""
         Qhat = 0.5 * (Qhat + Qhat.T)
         lam, O = np.linalg.eigh(Qhat)
         if lam[0] < -1e-12 * max(1.0, abs(lam[-1])):
             raise ValueError(f"Q_hat must be positive semidefinite (eigenvalue {lam[0]:.3g})")
         lam = np.clip(lam, 0.0, None)
-        out = self._kernel.vec(lam)
-        f, fp = out[:, 0], out[:, 1]
-        dl = lam[:, None] - lam[None, :]
-        close = np.abs(dl) <= 1e-8 * np.maximum(1.0, np.maximum(lam[:, None], lam[None, :]))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gamma = np.where(close, 0.5 * (fp[:, None] + fp[None, :]),
-                             (f[:, None] - f[None, :]) / np.where(close, 1.0, dl))
+        k = len(lam)
+        gamma = self._divided.vec(np.repeat(lam, k), np.tile(lam, k))[:, 0].reshape(k, k)
         return O @ (gamma * (O.T @ H @ O)) @ O.T
 
     def psi(self, Qhat: np.ndarray) -> float:

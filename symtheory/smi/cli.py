@@ -238,8 +238,10 @@ def cmd_se(args) -> int:
                              "over RQMC scramblings",
             "channel_qhat_error": "the same refinement's change of Q_hat at the fixed point "
                                   "in its Monte-Carlo standard errors (max over entries; "
-                                  "NaN for a randomized rule, whose error is in the "
-                                  "Monte-Carlo spread)"}
+                                  "grows like sqrt(samples) for a fixed quadrature bias; "
+                                  "not part of Q_stderr; NaN where the rule has no "
+                                  "refinement: a noisy link's RQMC rule, whose random "
+                                  "error is in the Monte-Carlo spread)"}
     return emit(Table(cols, meta), args, "smi_se", plot=_plot_se)
 
 
@@ -375,9 +377,13 @@ SE_COLUMNS = (
     "the RQMC scramblings; log Z absolute, means in prior standard deviations): above ~1e-2 "
     "the quadrature, not the Monte Carlo, limits a sample's moments; "
     "channel_qhat_error = that refinement's change of Q_hat at the fixed point in Q_hat's "
-    "Monte-Carlo standard errors (max over entries): what the SE sees of it -- below ~0.3 "
-    "the quadrature adds under 5% to the fixed point's error bar; above 1, raise "
-    "--quadrature-nodes.")
+    "Monte-Carlo standard errors (max over entries; NaN where there is no refinement, "
+    "e.g. a noisy link's RQMC rule): what the SE sees of the quadrature.  It is a bias, "
+    "not part of Q*_stderr, and in these units it grows like sqrt(--samples).  Below "
+    "~0.3 it adds under 5% to the error bar (added in quadrature); between 0.3 and 1 "
+    "widen the error bar by it; above 1 the quadrature limits the result -- a finer "
+    "--quadrature-nodes helps where the rule converges (not for a posterior much "
+    "narrower than the prior, e.g. skip 100 at alpha = 1).")
 ERROR_COLUMNS = (
     "Columns: kind (bo: Bayes-optimal error, smi.md Eq. 11; plugin: prediction with the mean "
     "weights, smi.md 10.5); error, its Monte-Carlo stderr, samples; overlap = the matrix "
