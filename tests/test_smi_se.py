@@ -617,3 +617,29 @@ def test_warm_up_rejects_bad_values(attention, warmup):
     se = StateEvolution(attention, 0.5, samples=600, seed=0)
     with pytest.raises(ValueError, match="warmup"):
         se.warmup_samples(warmup)
+
+
+def test_randomized_rule_default_tolerance_is_its_smoothness():
+    """A Laplace-RQMC rule's frozen-sample map is smooth only to ~1e-4: at tol 1e-8 the
+    SE (noise 0.1, 300 samples, a coarse rule) sat at residual 9e-5 for 120 iterations
+    (measured).  The default tolerance for such a rule is RANDOMIZED_RULE_TOL = 1e-4: the
+    run converges (29 iterations measured), says its tolerance, and lands where the
+    unconverged strict run wanders (within 1e-3, against a Monte-Carlo error of ~1e-2
+    at 300 samples).  A deterministic rule keeps 1e-8."""
+    from symtheory.glm.laplace_qmc import LaplaceQMCRule
+    from symtheory.glm.se import RANDOMIZED_RULE_TOL
+
+    model = deep_attention(2, 2, 1, 1.0)
+    rule = LaplaceQMCRule(tol=0.1, points=32, max_points=32, scrambles=4, scan=32)
+    se = StateEvolution(model, 0.6, samples=300, seed=0, noise_variance=0.1, rule=rule,
+                        check_channel=False)
+    assert se.default_tol == RANDOMIZED_RULE_TOL == 1e-4
+    r = se.solve(max_iter=120)
+    assert r.converged and "residual tolerance 0.0001" in r.message
+    strict = StateEvolution(model, 0.6, samples=300, seed=0, noise_variance=0.1, rule=rule,
+                            check_channel=False)
+    with pytest.warns(ConvergenceWarning):
+        s = strict.solve(max_iter=40, tol=1e-8, stderr=False)
+    assert not s.converged
+    assert np.max(np.abs(r.Q - s.Q)) < 1e-3
+    assert StateEvolution(model, 0.6, samples=300, seed=0).default_tol == 1e-8
