@@ -111,13 +111,23 @@ def test_attention_se_against_reference_curve(attention):
     csv's alpha -- the accuracy smi.md 14.2 documents (the reference's mismatched
     integration domains inflate Q_hat by ~1%).  In Q22 itself this is up to ~0.02-0.03
     where the curve is steep (dQ22/dalpha ~ 2 near alpha = 0.53); a 2e4-sample iterated SE
-    at alpha = 0.5333 differs from the csv by more than 0.02 for that reason."""
-    se = StateEvolution(attention, 1.0, samples=20000, seed=0)
+    at alpha = 0.5333 differs from the csv by more than 0.02 for that reason.
+
+    The csv was computed with V = rho - Q + 1e-3 I (BO_2w.py, smi.md 11.4), so every row
+    is checked with that regularization (as the reference computed it), and the rows
+    with 1 - Q22 >= 0.1 -- where 1e-3 changes V by <= 1% -- also with our unregularized
+    SE.  Unregularized at Q22 = 0.964 (alpha 0.7, V22 = 0.036) the fixed point is at
+    alpha 0.681 +- 0.002 against 0.697 +- 0.006 regularized (measured; GH 45 gives 0.6815,
+    so not the quadrature): the reference's eps, not a defect of ours."""
+    regularized = StateEvolution(attention, 1.0, samples=20000, seed=0, regularization=1e-3)
+    plain = StateEvolution(attention, 1.0, samples=20000, seed=0)
     for r in _rows("BO_2w.csv"):
         if not 0.25 <= r["alpha"] <= 0.75:
             continue
-        a, err = se.alpha_at_fixed_point(np.diag([0.0, r["Q22"]]))
-        assert abs(a - r["alpha"]) <= 0.015 * r["alpha"] + 4 * err, (r, a, err)
+        for se in (regularized, plain) if 1 - r["Q22"] >= 0.1 else (regularized,):
+            a, err = se.alpha_at_fixed_point(np.diag([0.0, r["Q22"]]))
+            assert abs(a - r["alpha"]) <= 0.015 * r["alpha"] + 4 * err, (r, a, err,
+                                                                        se.regularization)
 
 
 @pytest.mark.slow
