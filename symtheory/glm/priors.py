@@ -135,8 +135,17 @@ class GaussianPrior:
         the divided difference derived symbolically with ``l_i - l_j`` cancelled (``F'``
         on the diagonal).  Next to perfect recovery ``F = 1 - O(1/q_hat)`` rounds to 1:
         differences of ``F`` vanish there (Q_stderr read 0 at q_hat = 2.5e12), and so did
-        a numerical divided difference between eigenvalues 1e12 and 1.00001e12."""
+        a numerical divided difference between eigenvalues 1e12 and 1.00001e12.
+        ``Q_hat`` (PSD) and ``H`` (symmetric) must be finite square matrices of one shape."""
+        Qhat = np.asarray(Qhat, dtype=float)
+        H = np.asarray(H, dtype=float)
+        if Qhat.ndim != 2 or Qhat.shape[0] != Qhat.shape[1] or H.shape != Qhat.shape:
+            raise ValueError(f"Q_hat and H must be square matrices of one shape, got "
+                             f"{Qhat.shape} and {H.shape}")
+        if not (np.all(np.isfinite(Qhat)) and np.all(np.isfinite(H))):
+            raise ValueError("Q_hat and H must be finite")
         Qhat = 0.5 * (Qhat + Qhat.T)
+        H = 0.5 * (H + H.T)
         lam, O = np.linalg.eigh(Qhat)
         if lam[0] < -1e-12 * max(1.0, abs(lam[-1])):
             raise ValueError(f"Q_hat must be positive semidefinite (eigenvalue {lam[0]:.3g})")
