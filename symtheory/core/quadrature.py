@@ -8,6 +8,10 @@
   Distances to the ends are computed directly (``2 h/(1 + e^{2|u|})``), so nodes
   never collapse onto an end in floating point.
 * :func:`gauss_hermite` -- probabilists' Gauss-Hermite rule for E over N(0, 1).
+* :func:`scrambled_sobol_normals` -- independent randomizations of a scrambled Sobol
+  sequence mapped to N(0, I) (randomized quasi-Monte Carlo; ``scipy.stats.qmc``, whose
+  Owen-type linear-matrix scrambling plus digital shift keeps every point uniform, so
+  averages stay unbiased and the spread over randomizations is their error).
 """
 from __future__ import annotations
 
@@ -57,6 +61,29 @@ def gauss_hermite(n: int):
 
     x, w = roots_hermitenorm(int(n))
     return x, w / math.sqrt(2.0 * math.pi)
+
+
+def scrambled_sobol_normals(dim: int, n: int, scrambles: int, seed) -> np.ndarray:
+    """``(scrambles, n, dim)`` standard normal points: the first ``n`` points of
+    ``scrambles`` independently scrambled Sobol sequences in ``[0, 1)^dim`` through the
+    normal quantile.  The randomizations come from ``np.random.SeedSequence(seed)``'s
+    children (``seed``: an int or a SeedSequence), so they are reproducible and
+    independent.  ``n`` need not be a power of 2: a prefix of a Sobol sequence is still
+    low-discrepancy, only the net property of the full ``2^m`` block is lost."""
+    from scipy.stats import norm, qmc
+
+    dim, n, scrambles = int(dim), int(n), int(scrambles)
+    if dim < 1 or n < 1 or scrambles < 1:
+        raise ParameterError(f"dim, n and scrambles must be >= 1, got {dim}, {n}, {scrambles}")
+    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    m = max(0, math.ceil(math.log2(n)))
+    out = np.empty((scrambles, n, dim))
+    for r, child in enumerate(ss.spawn(scrambles)):
+        sob = qmc.Sobol(d=dim, scramble=True, seed=np.random.default_rng(child))
+        # a scrambled point is never 0 or 1 in exact arithmetic; the clip keeps a rounded
+        # one finite (1e-16: the normal quantile stays within 8.3 standard deviations)
+        out[r] = norm.ppf(np.clip(sob.random_base2(m)[:n], 1e-16, 1 - 1e-16))
+    return out
 
 
 def integrate_tanh_sinh(f, a: float, b: float, *, rtol: float = 1e-13, max_level: int = 10,

@@ -109,7 +109,7 @@ def subspace_instability(se: StateEvolution, Q, rows):
     per = np.einsum("i,ij,jab,sab->s", v, A_prior, B, Gs, optimize=True)
     full = np.zeros((P, P))
     full[np.ix_(rows, rows)] = G
-    return float(lam), float(per.std(ddof=1) / math.sqrt(n)), full
+    return float(lam), float(se.sample_mean_stderr(per)[1]), full
 
 
 def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,

@@ -114,14 +114,9 @@ class LaplaceQMCRule:
         """``(scrambles + 1, n, dim)`` standard normal RQMC points (the last one for the
         search and the adaptation of the proposal) (inverse CDF of scrambled
         Sobol nets, whose first ``2^m`` points are a net for every ``m``)."""
-        from scipy.stats import norm, qmc
+        from ..core.quadrature import scrambled_sobol_normals
 
-        ss = np.random.SeedSequence(self.seed)
-        out = np.empty((self.scrambles + 1, n, dim))
-        for r, child in enumerate(ss.spawn(self.scrambles + 1)):
-            sob = qmc.Sobol(d=dim, scramble=True, seed=np.random.default_rng(child))
-            out[r] = norm.ppf(sob.random_base2(int(round(math.log2(n)))))
-        return out
+        return scrambled_sobol_normals(dim, n, self.scrambles + 1, self.seed)
 
     def t95(self) -> float:
         """Student-t 97.5% quantile with ``scrambles - 1`` degrees of freedom."""

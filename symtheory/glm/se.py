@@ -9,14 +9,25 @@ overlap map ``qhat/(1 + qhat)`` *derived* from the prior's log-partition
 (:func:`symtheory.glm.priors.gaussian_overlap_map`): the prior is rotation invariant,
 so ``F(O diag(l) O^T) = O diag(F(l)) O^T`` (= ``Q_hat (I + Q_hat)^{-1}``).
 
-The expectation is a Monte-Carlo average over ``samples`` draws of ``(xi, eta, noise)``
-drawn **once** (common random numbers): the map is then a smooth deterministic function
-of ``Q`` alone (whatever was evaluated before), and the package's fixed-point engine
+The expectation is an average over ``samples`` draws of ``(xi, eta, noise)`` drawn
+**once** (common random numbers): the map is then a smooth deterministic function of
+``Q`` alone (whatever was evaluated before), and the package's fixed-point engine
 (:func:`symtheory.core.solvers.fixed_point`: damped iteration, Newton polish, stability
-check) converges to machine precision on it.  Reported
-uncertainties: the standard error of ``Q_hat`` (per-sample spread / sqrt(samples)) and
-of the fixed point, propagated through the linearized map ``(I - dF)^{-1}`` (estimated
-by differencing the frozen-sample map), which grows near a threshold.
+check) converges to machine precision on it.  The draws are randomized quasi-Monte Carlo
+by default (``sampling='rqmc'``): ``scrambles`` independently scrambled Sobol sequences
+in the ``2 P M (+ outputs)`` normal coordinates (:func:`~symtheory.core.quadrature.
+scrambled_sobol_normals`), interleaved (sample ``s`` is point ``s // scrambles`` of
+scrambling ``s % scrambles``) so that every prefix -- the warm-up stages of
+:meth:`StateEvolution.solve` -- holds all scramblings.  Every draw is uniform, so the
+averages are unbiased as with plain Monte Carlo (``sampling='monte-carlo'``), and on a
+smooth integrand their variance is lower: at depth 2 (skip 1, ``Q = diag(0.3, 0.6)``,
+8192 samples, 12 repetitions) the spread of ``Q_hat`` was 2.7x (``Q_hat_11``) and 4.1x
+(``Q_hat_22``) below plain Monte Carlo's, i.e. 7x and 16x fewer samples for the same
+error.  Reported uncertainties: the standard error of ``Q_hat`` (RQMC: the spread of the
+``scrambles`` per-scrambling means / sqrt(scrambles), a 15-degree-of-freedom estimate at
+the default 16; plain Monte Carlo: the per-sample spread / sqrt(samples)) and of the
+fixed point, propagated through the linearized map ``(I - dF)^{-1}`` (estimated by
+differencing the frozen-sample map), which grows near a threshold.
 
 Coordinates of the observation: a noiseless link with a :class:`DeterministicReduction`
 is integrated in its inversion-feature coordinates (e.g. the logit differences of a
@@ -48,6 +59,11 @@ from .priors import GaussianPrior
 #: is estimated against at the fixed point (one evaluation: 1.5^D times its cost over D
 #: integrated coordinates)
 CHANNEL_ERROR_REFINEMENT = 1.5
+
+#: independent scramblings of the default RQMC design of the frozen samples: 15 degrees of
+#: freedom for the standard error (its own relative error ~ 1/sqrt(30) = 18%), while each
+#: scrambling keeps samples/16 points (the QMC gain grows with the points per scrambling)
+DEFAULT_SCRAMBLES = 16
 
 #: :meth:`StateEvolution.solve` warms up on the first ``max(WARMUP_MIN_SAMPLES,
 #: samples/WARMUP_FRACTION)`` frozen samples: a subset whose fixed point is within a few of
@@ -145,6 +161,9 @@ class StateEvolution:
     and ``Q_hat``): the invariant subspace of rows not learned yet, for a model even in
     each of their row groups (smi.md 2.2, 8.4) -- the fixed point ``Q*`` of Eq. (18)
     supported on the other rows, where the grand staircase tests stability.
+        ``sampling``: ``'rqmc'`` (default) or ``'monte-carlo'``, the design of the frozen
+    samples, and ``scrambles`` (>= 4, default :data:`DEFAULT_SCRAMBLES`) its independent
+    randomizations (module docstring).
         ``check_channel=False`` skips the channel's declaration check (see
     :meth:`MultiIndexModel.channel`); the default runs it.
         ``difference_step``: step of the map's difference Jacobians (Newton, stability,
@@ -157,13 +176,19 @@ class StateEvolution:
 
     def __init__(self, model, alpha, *, samples=20000, seed=0, noise_variance=None, rule=None,
                  side_information=0.0, structure="auto", prior=None, regularization=0.0,
-                 estimator="auto", check_channel=True, pinned_rows=(), difference_step=None):
+                 estimator="auto", check_channel=True, pinned_rows=(), difference_step=None,
+                 sampling="rqmc", scrambles=DEFAULT_SCRAMBLES):
         if not (np.isfinite(alpha) and alpha > 0):
             raise ValueError(f"alpha must be finite and > 0, got {alpha}")
         if int(samples) < 2:
             raise ValueError(f"samples must be >= 2, got {samples}")
         if not (np.isfinite(side_information) and side_information >= 0):
             raise ValueError(f"side_information must be finite and >= 0, got {side_information}")
+        if sampling not in ("rqmc", "monte-carlo"):
+            raise ValueError(f"sampling must be 'rqmc' or 'monte-carlo', got {sampling!r}")
+        if isinstance(scrambles, bool) or not isinstance(scrambles, (int, np.integer)) or \
+                scrambles < 4:
+            raise ValueError(f"scrambles must be an integer >= 4, got {scrambles!r}")
         if structure not in ("auto", "block", "full"):
             raise ValueError(f"structure must be 'auto', 'block' or 'full', got {structure!r}")
         self.model = model
@@ -175,11 +200,22 @@ class StateEvolution:
         self.noise_variance = noise_variance
         self.prior = prior or GaussianPrior()
         P, M = model.P, model.M
-        rng = np.random.default_rng(seed)
-        self.xi = rng.standard_normal((self.samples, P, M))
-        self.eta = rng.standard_normal((self.samples, P, M))
         n_out = model.link.rows * model.link.cols
-        self.noise = rng.standard_normal((self.samples, n_out)) if noise_variance else None
+        self.sampling = sampling
+        self.scrambles = int(scrambles) if sampling == "rqmc" else None
+        dim = 2 * P * M + (n_out if noise_variance else 0)
+        if sampling == "rqmc":
+            from ..core.quadrature import scrambled_sobol_normals
+
+            B = self.scrambles
+            pts = scrambled_sobol_normals(dim, -(-self.samples // B), B, seed)
+            # interleaved: every prefix (a warm-up stage) holds all the scramblings
+            x = pts.transpose(1, 0, 2).reshape(-1, dim)[:self.samples]
+        else:
+            x = np.random.default_rng(seed).standard_normal((self.samples, dim))
+        self.xi = x[:, :P * M].reshape(self.samples, P, M)
+        self.eta = x[:, P * M:2 * P * M].reshape(self.samples, P, M)
+        self.noise = np.ascontiguousarray(x[:, 2 * P * M:]) if noise_variance else None
         if structure == "auto":
             structure = "block" if model.is_even else "full"
         self.structure = structure
@@ -367,10 +403,29 @@ class StateEvolution:
             per = w * sq + (1 - w) * 0.5 * (tw + np.swapaxes(tw, 1, 2))
         else:
             per = sq
-        Qhat = alpha * per.mean(axis=0)
-        stderr = alpha * per.std(axis=0, ddof=1) / np.sqrt(len(per))
+        mean, stderr = self.sample_mean_stderr(per)
+        Qhat, stderr = alpha * mean, alpha * stderr
         return (0.5 * (Qhat + Qhat.T) * self.mask, stderr * self.mask, sq.mean(axis=0),
                 tw.mean(axis=0))
+
+    def sample_mean_stderr(self, values):
+        """``(mean, standard error)`` over axis 0 of per-sample ``values`` of the frozen
+        samples (all of them, or the prefix of a warm-up stage).  RQMC: the spread of
+        the per-scrambling means over sqrt(scrambles) (the per-sample spread would count
+        the variance the low-discrepancy points remove); plain Monte Carlo, or a prefix
+        too short to hold two points of every scrambling: the per-sample spread over
+        sqrt(n)."""
+        values = np.asarray(values, dtype=float)
+        n = len(values)
+        mean = values.mean(axis=0)
+        B = self.scrambles
+        if B is None or n < 2 * B:
+            return mean, values.std(axis=0, ddof=1) / np.sqrt(n)
+        groups = np.arange(n) % B
+        sums = np.zeros((B,) + values.shape[1:])
+        np.add.at(sums, groups, values)
+        counts = np.bincount(groups, minlength=B).reshape((B,) + (1,) * (values.ndim - 1))
+        return mean, (sums / counts).std(axis=0, ddof=1) / np.sqrt(B)
 
     def quadrature_qhat_error(self, Q):
         """Effect of the channel rule's refinement on ``Q_hat`` at ``Q``, in Monte-Carlo
@@ -408,7 +463,8 @@ class StateEvolution:
         logZ = self.posterior_moments(Q, include_jacobian=include_jacobian)[0]
         if not np.all(np.isfinite(logZ)):
             raise FloatingPointError("log Z_out is not finite on some samples")
-        return float(logZ.mean()), float(logZ.std(ddof=1) / np.sqrt(len(logZ)))
+        mean, stderr = self.sample_mean_stderr(logZ)
+        return float(mean), float(stderr)
 
     def free_entropy(self, Q):
         """Replica-symmetric free entropy at ``Q`` with ``Q_hat`` from the SE map (smi.md 4):

@@ -64,9 +64,12 @@ def _model_keys(params):
     "damping": Param.real(low=0, high=1, high_open=True, default=0.2, doc="weight of the old iterate"),
     "max_iter": Param.integer(low=1, default=300),
     "errors": Param.flag(default=True, doc="Bayes-optimal and plug-in errors at the fixed point"),
-    "error_samples": Param.integer(low=100, default=200000)}))
+    "error_samples": Param.integer(low=100, default=200000),
+    "sampling": Param.choice("rqmc", "monte-carlo", default="rqmc",
+                             doc="design of the frozen SE samples (glm/se.py)")}))
 def se_point(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadrature_nodes, alpha,
-             samples, seed, side_information, start, damping, max_iter, errors, error_samples):
+             samples, seed, side_information, start, damping, max_iter, errors, error_samples,
+             sampling="rqmc"):
     """State-evolution fixed point at one alpha (smi.md 6.1), its free entropy (smi.md 4)
     and the Bayes-optimal (Eq. 11) and plug-in errors there."""
     from ..glm.errors import bayes_error, plugin_error
@@ -74,7 +77,7 @@ def se_point(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadratur
 
     m, rule = _model_and_rule(locals())
     se = StateEvolution(m, alpha, samples=samples, seed=seed, noise_variance=noise, rule=rule,
-                        side_information=side_information)
+                        side_information=side_information, sampling=sampling)
     P = m.P
     res = se.solve((0.05 if start == "uninformed" else 0.99) * np.eye(P), damping=damping,
                    max_iter=max_iter)
