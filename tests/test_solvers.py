@@ -335,3 +335,21 @@ def test_polynomial_roots_mp_refuses_what_polyroots_cannot_resolve():
         polynomial_roots_mp(poly, digits=10, max_digits=40)
     with pytest.raises(ValueError, match="zero polynomial"):
         polynomial_roots_mp([0, 0], digits=10)
+
+
+@pytest.mark.parametrize("roots", [["1e-250"], ["-3e-250", "2e-250"], ["7e+280", "-1e+281"],
+                                   ["1e-200", "1e-180"]])
+def test_polynomial_roots_mp_at_any_scale(roots):
+    """Roots of one tiny or huge scale are found relative to themselves at once (the stop
+    test is absolute near 1: a linear polynomial with root 1e-250 used to escalate to
+    max_digits and raise).  Independent check: the roots the polynomial was built from."""
+    import mpmath
+
+    with mpmath.workdps(40):
+        r = [mpmath.mpf(x) for x in roots]
+        c = [mpmath.mpf(1)]
+        for x in r:                      # coefficients of prod (t - x), leading first
+            c = [a - x * b for a, b in zip(c + [0], [0] + c)]
+        got = sorted((mpmath.re(z) for z in polynomial_roots_mp(c, digits=30, max_digits=60)))
+        for g, x in zip(got, sorted(r)):
+            assert abs(g - x) <= mpmath.mpf(10) ** -29 * abs(x)

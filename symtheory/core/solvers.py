@@ -512,6 +512,15 @@ def refine_root_mp(f_mp: Callable, x0, *, digits: int, guard: int = 10, x_scale=
     return PrecisionRoot(v1, v2, digits, agree >= digits, agree, time.perf_counter() - t0)
 
 
+def _ldexp_mp(x, e):
+    """``x 2^e`` exactly for an mpf or an mpc."""
+    import mpmath
+
+    if isinstance(x, mpmath.mpc):
+        return mpmath.mpc(mpmath.ldexp(x.real, e), mpmath.ldexp(x.imag, e))
+    return mpmath.ldexp(x, e)
+
+
 def polynomial_roots_mp(coeffs, *, digits: int, max_digits: int | None = None) -> list:
     """All roots of ``sum_k coeffs[k] x^(n-k)`` (leading coefficient first, mpmath
     convention), each simple root to ``digits`` significant digits *relative to itself*
@@ -542,6 +551,14 @@ def polynomial_roots_mp(coeffs, *, digits: int, max_digits: int | None = None) -
         zeros += 1
     if len(c) <= 1:
         return [mpmath.mpf(0)] * zeros
+    # x = 2^e t with 2^e ~ the geometric mean of the root moduli (|c_n / c_0|^(1/n)): the
+    # stop test is absolute near |t| ~ 1, so roots all of one tiny or huge scale (a linear
+    # polynomial with root 1e-250) would otherwise escalate to max_digits; a power of 2
+    # scales the coefficients exactly, so escalated precisions still see them unrounded
+    n = len(c) - 1
+    with mpmath.workdps(30):
+        e = int(mpmath.nint(mpmath.log(abs(mpmath.mpf(c[-1]) / c[0]), 2) / n))
+    c = [mpmath.ldexp(mpmath.mpmathify(ck), e * (n - k)) for k, ck in enumerate(c)]
     work = digits
     while True:
         with mpmath.workdps(work):
@@ -550,7 +567,7 @@ def polynomial_roots_mp(coeffs, *, digits: int, max_digits: int | None = None) -
                                               extraprec=4 * work, cleanup=False, error=True)
                 smallest = min(abs(r) for r in roots)
                 if err <= mpmath.mpf(10) ** (-digits) * smallest:
-                    return [mpmath.mpf(0)] * zeros + [+r for r in roots]
+                    return [mpmath.mpf(0)] * zeros + [+_ldexp_mp(r, e) for r in roots]
                 why = (f"error bound {mpmath.nstr(err, 3)}, smallest root "
                        f"{mpmath.nstr(smallest, 3)}")
             except mpmath.libmp.NoConvergence:
