@@ -453,3 +453,20 @@ def test_alpha_to_infinity_at_rho_one_has_a_square_root_correction(beta):
     assert corr / math.sqrt(D) == pytest.approx(-(1 - 1 / beta), rel=1e-3)
     m = float(bsr.mmse_rie_mp(beta, 1.0, D, dps=50))
     assert v == pytest.approx(m, rel=1e-12)
+
+
+def test_mpmath_path_at_huge_noise_covers_every_digit_it_cancels():
+    """Delta = 1e30: mmse_RIE = 1 - ~1e-30 from terms of ~1e60.  At 30 digits the first
+    pass came out -2e21, whose measured loss (9 digits) was too small: 44 digits gave
+    1 + 1.6e-10.  The precision is now raised until it covers the loss measured at it.
+    Independent check: 40 and 60 digits agree on 1 - mmse to its 10 remaining digits
+    (measured 2.8e-12); at 100 digits polyroots' fallback used to raise NoConvergence."""
+    import mpmath
+
+    m40 = bsr.mmse_rie_mp(4.0, 0.5, 1e30, dps=40)
+    m60 = bsr.mmse_rie_mp(4.0, 0.5, 1e30, dps=60)
+    with mpmath.workdps(60):
+        assert 0 < 1 - m60 < mpmath.mpf("1.1e-30")
+        assert abs((1 - m40) - (1 - m60)) <= 1e-9 * (1 - m60)
+    assert 0 <= bsr.mmse_rie_mp(4.0, 0.5, 1e30, dps=30) <= 1
+    assert 0 <= bsr.mmse_rie_mp(4.0, 0.5, 1e30, dps=100) <= 1

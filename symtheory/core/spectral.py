@@ -400,7 +400,13 @@ class AlgebraicSpectralLaw:
                     if accept(g):
                         return g
                     break
-        roots = mpmath.polyroots(list(reversed(c)), maxsteps=200, extraprec=2 * mpmath.mp.dps)
+        try:
+            roots = mpmath.polyroots(list(reversed(c)), maxsteps=200,
+                                     extraprec=2 * mpmath.mp.dps)
+        except mpmath.libmp.NoConvergence:
+            # (Delta = 1e30 at 100 digits: coefficients over ~60 decades) -- the escalating
+            # solver, each root relative to itself
+            roots = polynomial_roots_mp(list(reversed(c)), digits=mpmath.mp.dps)
         return max(roots, key=lambda r: mpmath.im(r))
 
     def mp_integrate(self, kernel: Kernel, *params, dps=30, error=False, which=None):
