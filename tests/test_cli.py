@@ -2,6 +2,7 @@
 import csv
 import io
 import json
+import math
 import subprocess
 import sys
 
@@ -312,3 +313,24 @@ def test_repeated_warnings_are_summarized_with_a_count():
     assert len(lines) == 3, lines
     assert "point 0" in lines[0] and "once" in lines[1]
     assert "SpectralLikeWarning issued 18 times" in lines[2]
+
+
+def test_smi_se_sampling_designs_agree_and_are_recorded(tmp_path, capsys):
+    """--sampling rqmc (default) and monte-carlo: the same fixed point within their
+    stated errors (5 combined standard errors), and the design is in the parameters."""
+    rows = {}
+    for sampling in ("rqmc", "monte-carlo"):
+        out = tmp_path / sampling
+        code, _, err = run(["smi", "se", "--model", "outer-product", "--seq-len", "1",
+                            "--alpha", "0.8", "--samples", "1024", "--no-errors", "--quiet",
+                            "--sampling", sampling, "--out", str(out)], capsys)
+        assert code == 0, err
+        [csv_path] = out.glob("*.csv")
+        rows[sampling] = next(csv.DictReader(csv_path.open()))
+        params = json.loads(next(out.glob("*.params.json")).read_text())
+        assert params["sampling"] == sampling
+        assert rows[sampling]["converged"] == "true"
+    a, b = rows["rqmc"], rows["monte-carlo"]
+    diff = abs(float(a["Q11"]) - float(b["Q11"]))
+    assert diff <= 5 * math.hypot(float(a["Q11_stderr"]), float(b["Q11_stderr"])), (a, b)
+    assert 0.0 < float(a["Q11_stderr"])
