@@ -353,3 +353,15 @@ def test_polynomial_roots_mp_at_any_scale(roots):
         got = sorted((mpmath.re(z) for z in polynomial_roots_mp(c, digits=30, max_digits=60)))
         for g, x in zip(got, sorted(r)):
             assert abs(g - x) <= mpmath.mpf(10) ** -29 * abs(x)
+
+
+def test_polynomial_roots_mp_complex_coefficients():
+    """Complex coefficients (a public input the rescaling must not break): x^2 - 3i x - 2
+    = (x - i)(x - 2i) and x^2 + i, roots +-(1 - i)/sqrt(2)."""
+    import mpmath
+
+    got = sorted(polynomial_roots_mp([1, -3j, -2], digits=20), key=lambda z: mpmath.im(z))
+    assert abs(got[0] - 1j) < 1e-19 and abs(got[1] - 2j) < 1e-19
+    got = polynomial_roots_mp([1, 0, 1j], digits=20)
+    for z in got:
+        assert abs(z * z + 1j) < 1e-19

@@ -196,18 +196,18 @@ class LinearSpectralFunctional:
                 return value, max(0, int(mpmath.ceil(mpmath.log10(size / abs(value)))))
 
         value, lost = at(dps)
-        work = dps
+        work, passes = dps, 1
         # repeated until the precision used covers the digits lost at it: a value that
         # lost all its digits is itself wrong, and so is the loss measured from it (Delta =
         # 1e30 at 30 digits: -2e21 measured 9 lost digits, 44 digits gave 1 + 1.6e-10; the
         # loss is 30 digits)
-        for _ in range(8):
-            if lost <= 2 or dps + lost + 5 <= work:
-                break
+        # (an exact 0 is recomputed once, at more than twice the digits, and then kept)
+        while lost > 2 and dps + lost + 5 > work and not (value == 0 and passes > 1):
+            if passes == 9:
+                raise ArithmeticError(f"the functional cancels more digits at every precision "
+                                      f"(last: {lost} lost at {work} digits)")
             work = dps + lost + 5
             value, lost = at(work)
-        else:
-            raise ArithmeticError(f"the functional cancels more digits at every precision "
-                                  f"(last: {lost} lost at {work} digits)")
+            passes += 1
         with mpmath.workdps(dps):
             return +value

@@ -80,9 +80,9 @@ def scrambled_sobol_normals(dim: int, n: int, scrambles: int, seed) -> np.ndarra
     out = np.empty((scrambles, n, dim))
     for r, child in enumerate(ss.spawn(scrambles)):
         sob = qmc.Sobol(d=dim, scramble=True, seed=np.random.default_rng(child))
-        # a scrambled point is never 0 or 1 in exact arithmetic; the clip keeps a rounded
-        # one finite (1e-16: the normal quantile stays within 8.3 standard deviations)
-        out[r] = norm.ppf(np.clip(sob.random_base2(m)[:n], 1e-16, 1 - 1e-16))
+        # scipy's points lie on a 2^-30 grid and can be exactly 0: clip half a grid step
+        # in (the quantile of 2^-31 is -6.1 standard deviations, next to the grid's -6.0)
+        out[r] = norm.ppf(np.clip(sob.random_base2(m)[:n], 2.0 ** -31, 1 - 2.0 ** -31))
     return out
 
 

@@ -556,9 +556,10 @@ def polynomial_roots_mp(coeffs, *, digits: int, max_digits: int | None = None) -
     # polynomial with root 1e-250) would otherwise escalate to max_digits; a power of 2
     # scales the coefficients exactly, so escalated precisions still see them unrounded
     n = len(c) - 1
+    c = [mpmath.mpmathify(ck) for ck in c]        # real or complex coefficients
     with mpmath.workdps(30):
-        e = int(mpmath.nint(mpmath.log(abs(mpmath.mpf(c[-1]) / c[0]), 2) / n))
-    c = [mpmath.ldexp(mpmath.mpmathify(ck), e * (n - k)) for k, ck in enumerate(c)]
+        e = int(mpmath.nint(mpmath.log(abs(c[-1] / c[0]), 2) / n))
+    c = [_ldexp_mp(ck, e * (n - k)) for k, ck in enumerate(c)]
     work = digits
     while True:
         with mpmath.workdps(work):
@@ -568,8 +569,8 @@ def polynomial_roots_mp(coeffs, *, digits: int, max_digits: int | None = None) -
                 smallest = min(abs(r) for r in roots)
                 if err <= mpmath.mpf(10) ** (-digits) * smallest:
                     return [mpmath.mpf(0)] * zeros + [+_ldexp_mp(r, e) for r in roots]
-                why = (f"error bound {mpmath.nstr(err, 3)}, smallest root "
-                       f"{mpmath.nstr(smallest, 3)}")
+                why = (f"error bound {mpmath.nstr(_ldexp_mp(err, e), 3)}, smallest root "
+                       f"{mpmath.nstr(_ldexp_mp(smallest, e), 3)}")
             except mpmath.libmp.NoConvergence:
                 # (BSR's edges at Delta = 1e12: no convergence at 20 digits, fine at 40)
                 why = "polyroots did not converge"

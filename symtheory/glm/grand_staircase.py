@@ -507,7 +507,7 @@ def _order_check(make, Q_star, vec, alpha_c, learned, nxt, checks, prior, *, lam
     per = [np.einsum("sam,sam->s", g[:, nx], g[:, nx]) for g in
            (se.gout(Q)[0], se.gout(zeroed(Q))[0])]
     d = (per[0] - per[1]) / start
-    slope, slope_se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d)))
+    slope, slope_se = float(d.mean()), float(se.sample_mean_stderr(d)[1])
     r = slope_se / abs(slope) if slope else math.inf
     sigma = checks * r
     delta = min(0.9, max(check_delta, 3 * math.hypot(lam_rel, r)))

@@ -210,14 +210,20 @@ class StateEvolution:
             from ..core.quadrature import scrambled_sobol_normals
 
             B = self.scrambles
-            pts = scrambled_sobol_normals(dim, -(-self.samples // B), B, seed)
+            # (seed, 1): randomizations apart from a LaplaceQMCRule's at the same seed
+            pts = scrambled_sobol_normals(dim, -(-self.samples // B), B,
+                                          np.random.SeedSequence([int(seed), 1]))
             # interleaved: every prefix (a warm-up stage) holds all the scramblings
             x = pts.transpose(1, 0, 2).reshape(-1, dim)[:self.samples]
+            self.xi = x[:, :P * M].reshape(self.samples, P, M)
+            self.eta = x[:, P * M:2 * P * M].reshape(self.samples, P, M)
+            self.noise = np.ascontiguousarray(x[:, 2 * P * M:]) if noise_variance else None
         else:
-            x = np.random.default_rng(seed).standard_normal((self.samples, dim))
-        self.xi = x[:, :P * M].reshape(self.samples, P, M)
-        self.eta = x[:, P * M:2 * P * M].reshape(self.samples, P, M)
-        self.noise = np.ascontiguousarray(x[:, 2 * P * M:]) if noise_variance else None
+            # the draws of earlier versions, in their order (results reproduce)
+            rng = np.random.default_rng(seed)
+            self.xi = rng.standard_normal((self.samples, P, M))
+            self.eta = rng.standard_normal((self.samples, P, M))
+            self.noise = rng.standard_normal((self.samples, n_out)) if noise_variance else None
         if structure == "auto":
             structure = "block" if model.is_even else "full"
         self.structure = structure

@@ -415,7 +415,9 @@ def register(sub) -> None:
                     help="design of the frozen samples: rqmc (default; 16 independently "
                          "scrambled Sobol sequences, standard errors from the spread of "
                          "their means) or monte-carlo (pseudo-random draws, per-sample "
-                         "standard errors); both unbiased, rqmc has the lower variance")
+                         "standard errors); both unbiased, rqmc's variance measured 1-4x "
+                         "lower (none seen on some entries); its stderr is a t quantity with "
+                         "15 degrees of freedom (95%%: 2.13 x stderr)")
     se.add_argument("--error-samples", type=int_arg("--error-samples", low=100),
                     default=200000,
                     help="Monte-Carlo samples for the errors, an integer >= 100 (default 200000)")
