@@ -221,7 +221,10 @@ def cmd_se(args) -> int:
                                      else res.channel_error)
         cols["channel_qhat_error"].append(float("nan") if res.channel_qhat_error is None
                                           else res.channel_qhat_error)
+    from ..glm.se import DEFAULT_SCRAMBLES
+
     meta = {"model": model.description, "samples": args.samples, "sampling": args.sampling,
+            "scrambles": DEFAULT_SCRAMBLES if args.sampling == "rqmc" else None,
             "seed": args.seed,
             "quadrature": rule.describe() if rule else "channel default", "noise_variance": noise,
             "side_information": lam, "start": args.start, "damping": args.damping,
@@ -361,7 +364,8 @@ MODEL_FILE_HELP = ("--model-file PATH runs the Python file PATH, which must defi
                    "outer-product --seq-len 1:")
 SE_COLUMNS = (
     "Columns (one row per alpha): alpha = n/d; Qab (a <= b) = entries of the overlap Q = "
-    "W_hat W*^T/d at the fixed point; Qaa_stderr = their Monte-Carlo standard errors; "
+    "W_hat W*^T/d at the fixed point; Qaa_stderr = their standard errors (of the frozen "
+    "samples' design, --sampling); "
     "bo_error, bo_stderr = Bayes-optimal generalization error (smi.md Eq. 11) and its "
     "standard error; plugin_error, plugin_stderr = error of the prediction with the mean "
     "weights (smi.md 10.5); free_entropy, free_entropy_stderr = Phi (smi.md 4); converged, "
@@ -409,7 +413,7 @@ def register(sub) -> None:
     add_model_options(se)
     add_alpha(se, what="n/d", positive=True)
     se.add_argument("--samples", type=int_arg("--samples", low=100), default=20000,
-                    help="frozen Monte-Carlo samples of the SE map, an integer >= 100 "
+                    help="frozen samples of the SE map (design: --sampling), an integer >= 100 "
                          "(default 20000)")
     se.add_argument("--sampling", choices=("rqmc", "monte-carlo"), default="rqmc",
                     help="design of the frozen samples: rqmc (default; 16 independently "
