@@ -31,6 +31,10 @@ def test_scrambled_sobol_normals_reproducible_independent_and_exact_on_a_smooth_
     assert se < mc_se / 5
     with pytest.raises(ParameterError, match="scrambles"):
         scrambled_sobol_normals(3, 10, 0, seed=1)
+    with pytest.raises(ParameterError, match="dim must be an integer"):
+        scrambled_sobol_normals(2.5, 10, 4, seed=1)          # not truncated to 2
+    with pytest.raises(ParameterError, match="dim must be <= 21201"):
+        scrambled_sobol_normals(30000, 2, 4, seed=1)
 
 
 def _phase_retrieval_se(samples, seed, sampling, scrambles=16):
@@ -55,7 +59,9 @@ def test_sample_mean_stderr_is_the_spread_of_the_scrambling_means():
 
 @pytest.mark.parametrize("kw, match", [({"sampling": "sobol"}, "sampling"),
                                        ({"scrambles": 3}, "scrambles"),
-                                       ({"scrambles": True}, "scrambles")])
+                                       ({"scrambles": True}, "scrambles"),
+                                       ({"seed": np.random.default_rng(1)}, "seed must be"),
+                                       ({"seed": -1}, "seed must be")])
 def test_bad_sampling_options_are_refused_by_name(kw, match):
     with pytest.raises(ValueError, match=match):
         StateEvolution(outer_product(1), 1.0, samples=64, **kw)

@@ -63,6 +63,10 @@ def gauss_hermite(n: int):
     return x, w / math.sqrt(2.0 * math.pi)
 
 
+#: largest dimension of scipy.stats.qmc.Sobol (its direction numbers)
+SOBOL_MAX_DIM = 21201
+
+
 def scrambled_sobol_normals(dim: int, n: int, scrambles: int, seed) -> np.ndarray:
     """``(scrambles, n, dim)`` standard normal points: the first ``n`` points of
     ``scrambles`` independently scrambled Sobol sequences in ``[0, 1)^dim`` through the
@@ -72,9 +76,13 @@ def scrambled_sobol_normals(dim: int, n: int, scrambles: int, seed) -> np.ndarra
     low-discrepancy, only the net property of the full ``2^m`` block is lost."""
     from scipy.stats import norm, qmc
 
+    for name, v in (("dim", dim), ("n", n), ("scrambles", scrambles)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ParameterError(f"{name} must be an integer >= 1, got {v!r}")
+    if dim > SOBOL_MAX_DIM:
+        raise ParameterError(f"dim must be <= {SOBOL_MAX_DIM} (scipy's Sobol directions), "
+                             f"got {dim}")
     dim, n, scrambles = int(dim), int(n), int(scrambles)
-    if dim < 1 or n < 1 or scrambles < 1:
-        raise ParameterError(f"dim, n and scrambles must be >= 1, got {dim}, {n}, {scrambles}")
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     m = max(0, math.ceil(math.log2(n)))
     out = np.empty((scrambles, n, dim))

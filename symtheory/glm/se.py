@@ -191,6 +191,9 @@ class StateEvolution:
         if isinstance(scrambles, bool) or not isinstance(scrambles, (int, np.integer)) or \
                 scrambles < 4:
             raise ValueError(f"scrambles must be an integer >= 4, got {scrambles!r}")
+        if sampling == "rqmc" and (isinstance(seed, bool) or
+                                   not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise ValueError(f"seed must be an integer >= 0 with sampling='rqmc', got {seed!r}")
         if structure not in ("auto", "block", "full"):
             raise ValueError(f"structure must be 'auto', 'block' or 'full', got {structure!r}")
         self.model = model
@@ -207,8 +210,12 @@ class StateEvolution:
         self.scrambles = int(scrambles) if sampling == "rqmc" else None
         dim = 2 * P * M + (n_out if noise_variance else 0)
         if sampling == "rqmc":
-            from ..core.quadrature import scrambled_sobol_normals
+            from ..core.quadrature import SOBOL_MAX_DIM, scrambled_sobol_normals
 
+            if dim > SOBOL_MAX_DIM:
+                raise ValueError(f"sampling='rqmc' needs 2 P M (+ outputs) = {dim} <= "
+                                 f"{SOBOL_MAX_DIM} Sobol coordinates; use "
+                                 "sampling='monte-carlo'")
             B = self.scrambles
             # (seed, 1): randomizations apart from a LaplaceQMCRule's at the same seed
             pts = scrambled_sobol_normals(dim, -(-self.samples // B), B,
