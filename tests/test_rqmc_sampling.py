@@ -9,6 +9,7 @@ import pytest
 
 from symtheory.core.quadrature import scrambled_sobol_normals
 from symtheory.core.validate import ParameterError
+from symtheory.glm.sampling import DEFAULT_SAMPLES, DEFAULT_SCRAMBLES, tail_multiple
 from symtheory.glm.se import StateEvolution
 from symtheory.smi import outer_product
 
@@ -63,8 +64,46 @@ def test_sample_mean_stderr_is_the_spread_of_the_scrambling_means():
                                        ({"seed": np.random.default_rng(1)}, "seed must be"),
                                        ({"seed": -1}, "seed must be")])
 def test_bad_sampling_options_are_refused_by_name(kw, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ParameterError, match=match):
         StateEvolution(outer_product(1), 1.0, samples=64, **kw)
+
+
+def test_default_samples_are_a_power_of_two_per_scrambling():
+    per = DEFAULT_SAMPLES // DEFAULT_SCRAMBLES
+    assert DEFAULT_SAMPLES % DEFAULT_SCRAMBLES == 0 and per & (per - 1) == 0
+    assert StateEvolution(outer_product(1), 1.0).samples == DEFAULT_SAMPLES
+
+
+@pytest.mark.parametrize("sigmas", [2.0, 3.0, 4.0])
+@pytest.mark.parametrize("scrambles", [4, 16, 64])
+def test_tail_multiple_matches_the_normal_tail(sigmas, scrambles):
+    """The t-scaled multiple has the normal tail probability: checked against mpmath's
+    regularized incomplete beta (P(|T_nu| > x) = I_{nu/(nu+x^2)}(nu/2, 1/2)) and the
+    normal's erfc -- a path independent of scipy's t.isf."""
+    import mpmath as mp
+
+    x = tail_multiple(sigmas, scrambles)
+    nu = scrambles - 1
+    p_t = mp.betainc(nu / 2, 0.5, 0, nu / (nu + x * x), regularized=True)
+    p_n = mp.erfc(sigmas / mp.sqrt(2))
+    assert float(p_t / p_n) == pytest.approx(1.0, rel=1e-8)
+    assert x > sigmas                       # a 15-dof estimate has heavier tails
+    assert tail_multiple(sigmas, None) == sigmas
+    with pytest.raises(ValueError, match="scrambles"):
+        tail_multiple(sigmas, 1)
+
+
+@pytest.mark.parametrize("sampling, projected", [("rqmc", True), ("monte-carlo", False)])
+def test_psd_projection_allows_the_design_tail(monkeypatch, sampling, projected):
+    """A Q_hat eigenvalue 5 standard errors below 0 is inside the 4-sigma tail of a
+    16-scrambling estimate (5.48) but outside that of a Monte-Carlo one (4)."""
+    se = StateEvolution(outer_product(1), 1.0, samples=64, sampling=sampling)
+    monkeypatch.setattr(se, "qhat", lambda Q: (np.array([[-5e-3]]), np.array([[1e-3]]), 0.0))
+    if projected:
+        assert se.psd_qhat(np.array([[0.3]]))[0, 0] == 0.0 and se.psd_projections == 1
+    else:
+        with pytest.raises(FloatingPointError, match="4-sigma tail"):
+            se.psd_qhat(np.array([[0.3]]))
 
 
 def test_rqmc_standard_error_is_honest_and_below_monte_carlo():

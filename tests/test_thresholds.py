@@ -422,6 +422,8 @@ def test_public_facade():
      "--grand-staircase is a Monte-Carlo computation"),
     (["--model", "attention", "--alpha-continuation", "always"],
      "--alpha-continuation applies to the grand staircase only"),
+    (["--model", "attention", "--sampling", "monte-carlo"],
+     "--sampling applies to the grand staircase only"),
     (["--model", "attention", "--skip", "0"], "--skip must be in (0, inf)"),
     (["--model", "attention", "--staircase-samples", "10"], "--staircase-samples"),
     (["--model", "attention", "--target-error", "0"], "--target-error must be in (0, inf)"),

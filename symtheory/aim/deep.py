@@ -86,12 +86,13 @@ def layer_prior(depth: int, rho: float):
 
 
 def deep_se_point(alpha, *, rho: float = 0.5, depth: int = 2, seq_len: int = 2,
-                  skip: float = 1.0, inv_temp: float = 1.0, noise: float, samples: int = 2000,
-                  seed: int = 0, damping: float = 0.3, max_iter: int = 200, progress=False):
+                  skip: float = 1.0, inv_temp: float = 1.0, noise: float, samples: int = 2048,
+                  seed: int = 0, sampling: str = "rqmc", damping: float = 0.3, max_iter: int = 200, progress=False):
     """State evolution of deep AIM at ``alpha = n/d^2`` (aim.md 3.7) from the uninformed
     point ``q_l = rho``: :class:`symtheory.glm.se.StateEvolution` on
     :func:`deep_aim_model` with :func:`layer_prior`, output noise ``noise`` and
-    ``samples`` frozen Monte-Carlo draws.  Returns ``(result, mmse)``: the SE result
+    ``samples`` frozen draws of design ``sampling`` (``'rqmc'`` or ``'monte-carlo'``, as for
+    :class:`~symtheory.glm.se.StateEvolution`).  Returns ``(result, mmse)``: the SE result
     (``Q``, its standard errors ``Q_stderr``, ``converged``, ``channel_error``, ...) and
     the per-layer ``mmse_l = Q0 - q_l = (1/d)||S_hat_l - S_l||_F^2`` (1 at ``alpha = 0``)."""
     import numpy as np
@@ -104,6 +105,6 @@ def deep_se_point(alpha, *, rho: float = 0.5, depth: int = 2, seq_len: int = 2,
     model = deep_aim_model(depth, seq_len, skip, inv_temp)
     prior = layer_prior(depth, rho)
     se = StateEvolution(model, alpha, samples=samples, seed=seed, noise_variance=noise,
-                        prior=prior, structure="full")
+                        prior=prior, structure="full", sampling=sampling)
     res = se.solve(prior.uninformed(), damping=damping, max_iter=max_iter, progress=progress)
     return res, prior.Q0 - np.diag(res.Q)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..core.cli_common import (add_alpha, add_damping, add_output, alphas_from_args, describe,
                                emit, int_arg, real_arg)
+from ..glm.sampling import add_sampling_option, design_record
 
 DEEP_DESCRIPTION = describe(
     "Deep attention-indexed model (aim.md 1.3, 3.7; UNVERIFIED against any paper -- no "
@@ -16,10 +17,11 @@ DEEP_DESCRIPTION = describe(
     "noiseless deep observation is not invertible).  Normalization: alpha = n/d^2, rho = "
     "r/d (every layer), T = --seq-len.  mmse_l = (1/d)||S_hat_l - S_l||_F^2, 1 at alpha = "
     "0.  The SE is the multi-index state evolution with the layers as rows and the "
-    "T(T+1)/2 u-space indices as tokens, Monte Carlo on --samples frozen draws, the "
+    "T(T+1)/2 u-space indices as tokens, averaged over --samples frozen draws (design: "
+    "--sampling), the "
     "channel integrated by a Laplace-centred randomized quasi-Monte-Carlo rule.",
-    "Columns (one row per alpha): alpha, mmse_l and mmse_l_stderr (Monte-Carlo standard "
-    "error of the fixed point) per layer l = 1..L, converged, iterations, residual (report "
+    "Columns (one row per alpha): alpha, mmse_l and mmse_l_stderr (standard error of "
+    "the fixed point from the frozen samples) per layer l = 1..L, converged, iterations, residual (report "
     "of the fixed-point solve), channel_error = largest estimated error of the channel's "
     "posterior moments at the fixed point (95% half-width over RQMC scramblings, in prior "
     "standard deviations).  With --gamp-d D: gamp_mmse_l = mean over --gamp-seeds of GAMP-"
@@ -47,9 +49,11 @@ def register_deep(aim_subparsers) -> None:
                    default=1.0, help="softmax inverse temperature, in (0, inf) (default 1)")
     p.add_argument("--noise", type=real_arg("--noise", low=0.0, low_open=True), required=True,
                    help="variance of the Gaussian noise on each output, in (0, inf)")
-    p.add_argument("--samples", type=int_arg("--samples", low=100), default=1000,
-                   help="frozen Monte-Carlo samples of the SE map, an integer >= 100 "
-                        "(default 1000; ~15 ms each per map evaluation at depth 2, T = 2)")
+    p.add_argument("--samples", type=int_arg("--samples", low=100), default=1024,
+                   help="frozen samples of the SE map (design: --sampling), an integer >= 100 "
+                        "(default 1024 = 16 x 2^6; ~15 ms each per map evaluation at depth 2, "
+                        "T = 2)")
+    add_sampling_option(p)
     p.add_argument("--seed", type=int_arg("--seed", low=0), default=0,
                    help="random seed of the SE samples, an integer >= 0 (default 0)")
     add_damping(p, default=0.3, what="the SE's overlap iteration")
@@ -95,6 +99,7 @@ def cmd_deep(args) -> int:
         res, mmse = deep_se_point(a, rho=args.rho, depth=L, seq_len=args.seq_len,
                                   skip=args.skip, inv_temp=args.inv_temp, noise=args.noise,
                                   samples=args.samples, seed=args.seed, damping=args.damping,
+                                  sampling=args.sampling,
                                   max_iter=args.max_iter, progress=not args.quiet)
         vals = ([a] + [float(v) for v in mmse] + [float(v) for v in np.diag(res.Q_stderr)]
                 + [bool(res.converged), int(res.iterations), float(res.residual),
@@ -114,7 +119,8 @@ def cmd_deep(args) -> int:
             rows[c].append(v)
     meta = {"model": "deep aim", "depth": L, "seq_len": args.seq_len, "rho": args.rho,
             "skip": args.skip, "inv_temp": args.inv_temp, "noise": args.noise,
-            "samples": args.samples, "seed": args.seed, "gamp_d": args.gamp_d,
+            "samples": args.samples, **design_record(args.sampling), "seed": args.seed,
+            "gamp_d": args.gamp_d,
             "gamp_seeds": args.gamp_seeds if args.gamp_d else None,
             "gamp_damping": args.gamp_damping if args.gamp_d else None,
             "status": "unverified against any paper (aim.md 3.7)"}

@@ -112,7 +112,8 @@ def subspace_instability(se: StateEvolution, Q, rows):
     return float(lam), float(se.sample_mean_stderr(per)[1]), full
 
 
-def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,
+def grand_staircase(model, *, samples=2048, seed=0, rule=None, prior=None,
+                    sampling="rqmc",
                     q_grid=(0.02, 0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995,
                             0.998, 0.999),
                     xtol=1e-5, resid_tol=1e-3, check_delta=0.1, checks=4,
@@ -136,11 +137,13 @@ def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,
     SE solves in alpha from the previous threshold (:func:`_alpha_continuation`, ~10
     solves: the costly path).
 
-    ``samples``, ``seed``, ``rule``: the SE's frozen Monte-Carlo samples and channel rule
-    (shared by every stage; a rule whose cost escalates per sample makes the map jump,
+    ``samples``, ``seed``, ``sampling``, ``rule``: the SE's frozen samples (their design,
+    :class:`~symtheory.glm.se.StateEvolution`) and channel rule (shared by every stage; a rule whose cost escalates per sample makes the map jump,
     so give a randomized rule a fixed number of points); ``check_delta``, ``checks``: the
-    SE order check at ``alpha_c (1 +- delta)``, ``delta = max(check_delta, 3 x the combined
-    relative error of lambda and of the check's own slope)``, with ``checks`` iterations
+    SE order check at ``alpha_c (1 +- delta)``, ``delta = max(check_delta, the 3-sigma
+    multiple of the combined relative error of lambda and of the check's own slope)``
+    (3 itself for Monte Carlo, the t quantile for RQMC: :meth:`~symtheory.glm.se.
+    StateEvolution.tail_multiple`), with ``checks`` iterations
     of the map (the square estimator, proportional to the small overlap); a stage is
     ``converged`` when its fixed point is stable and the check does not contradict it
     (its verdict, 'confirmed' or 'inconclusive', is in the message and ``details``).
@@ -173,7 +176,7 @@ def grand_staircase(model, *, samples=2000, seed=0, rule=None, prior=None,
             warnings.simplefilter("ignore")
             return StateEvolution(model, 1.0, samples=samples, seed=seed, rule=rule,
                                   prior=prior, check_channel=False, pinned_rows=pinned,
-                                  estimator=estimator)
+                                  estimator=estimator, sampling=sampling)
 
     while len(learned) < P:
         U = [a for a in range(P) if a not in learned]
@@ -483,10 +486,11 @@ def _order_check(make, Q_star, vec, alpha_c, learned, nxt, checks, prior, *, lam
     Its own noise: the per-sample spread of that slope at ``Q*`` (first order: relative
     standard error ``r``; the same samples at every iteration, so the log-growth over
     ``checks`` iterations is known to ``sigma = checks r``).  ``delta = max(check_delta,
-    3 sqrt(lam_rel^2 + r^2))`` (capped at 0.9).  Verdict: ``'confirmed'`` when the growth is
+    k3 sqrt(lam_rel^2 + r^2))`` (capped at 0.9), ``k_n`` the n-sigma tail multiple of the
+    SE's standard errors (:meth:`~symtheory.glm.se.StateEvolution.tail_multiple`).  Verdict: ``'confirmed'`` when the growth is
     below 1 at ``alpha_c (1 - delta)`` and above 1 at ``alpha_c (1 + delta)``; otherwise
     ``'contradicted'`` when the check's own threshold ``1/slope`` differs from ``alpha_c``
-    by more than 2 combined relative errors (in log), else ``'inconclusive'`` (the samples
+    by more than ``k2`` combined relative errors (in log), else ``'inconclusive'`` (the samples
     cannot tell).  Returns a dict
     with ``growth {alpha: ratio}``, ``verdict``, ``delta``, ``slope``, ``slope_se``,
     ``log_growth_se``."""
@@ -510,7 +514,7 @@ def _order_check(make, Q_star, vec, alpha_c, learned, nxt, checks, prior, *, lam
     slope, slope_se = float(d.mean()), float(se.sample_mean_stderr(d)[1])
     r = slope_se / abs(slope) if slope else math.inf
     sigma = checks * r
-    delta = min(0.9, max(check_delta, 3 * math.hypot(lam_rel, r)))
+    delta = min(0.9, max(check_delta, se.tail_multiple(3.0) * math.hypot(lam_rel, r)))
     growth = {}
     for alpha in (alpha_c * (1 - delta), alpha_c * (1 + delta)):
         se.alpha = alpha
@@ -528,7 +532,7 @@ def _order_check(make, Q_star, vec, alpha_c, learned, nxt, checks, prior, *, lam
     mismatch = abs(math.log(slope * alpha_c)) if slope > 0 else math.inf
     if below < 1 < above:
         verdict = "confirmed"
-    elif mismatch > 2 * math.hypot(lam_rel, r):
+    elif mismatch > se.tail_multiple(2.0) * math.hypot(lam_rel, r):
         verdict = "contradicted"
     else:
         verdict = "inconclusive"

@@ -55,17 +55,14 @@ import numpy as np
 from ..core.linalg import psd_sqrt
 from ..core.quadrature import TensorRule
 from ..core.solvers import ConvergenceWarning
+from ..core.validate import ParameterError
 from .priors import GaussianPrior
+from .sampling import DEFAULT_SAMPLES, DEFAULT_SCRAMBLES, tail_multiple
 
 #: nodes-per-axis factor of the finer rule the channel error of a reduced noiseless link
 #: is estimated against at the fixed point (one evaluation: 1.5^D times its cost over D
 #: integrated coordinates)
 CHANNEL_ERROR_REFINEMENT = 1.5
-
-#: independent scramblings of the default RQMC design of the frozen samples: 15 degrees of
-#: freedom for the standard error (its own relative error ~ 1/sqrt(30) = 18%), while each
-#: scrambling keeps samples/16 points (the QMC gain grows with the points per scrambling)
-DEFAULT_SCRAMBLES = 16
 
 #: :meth:`StateEvolution.solve` warms up on the first ``max(WARMUP_MIN_SAMPLES,
 #: samples/WARMUP_FRACTION)`` frozen samples: a subset whose fixed point is within a few of
@@ -109,11 +106,11 @@ class SEResult:
     #: :data:`CHANNEL_ERROR_REFINEMENT`; otherwise the channel's own estimate; None: not
     #: estimated)
     channel_error: float | None = None
-    #: the same refinement's effect on ``Q_hat`` at Q, in its Monte-Carlo standard errors:
+    #: the same refinement's effect on ``Q_hat`` at Q, in its sampling standard errors:
     #: ``max_ab |Q_hat - Q_hat_refined|_ab / stderr_ab`` (stderr floored at 1e-12 of
     #: ``max |Q_hat|``: an entry held at 0 is rounding noise both ways).  Below ~0.3 the
-    #: quadrature adds under 5% to the Monte-Carlo error of the fixed point; None: not
-    #: estimated (a randomized rule's error is part of the Monte-Carlo spread already)
+    #: quadrature adds under 5% to the sampling error of the fixed point; None: not
+    #: estimated (a randomized rule's error is part of the sampling spread already)
     channel_qhat_error: float | None = None
 
     @property
@@ -135,7 +132,10 @@ def _min_variance_weights(sq, tw):
     A function of the samples at the current ``Q`` only, hence smooth in ``Q`` on frozen
     samples and independent of the order in which overlaps are evaluated; estimating
     ``w`` on the same samples biases the mean by O(1/samples), far below its standard
-    error O(1/sqrt(samples))."""
+    error O(1/sqrt(samples)).  With RQMC the weights still minimize the per-sample
+    variance, not that of the per-scrambling means (which 16 replicates estimate too
+    poorly to set a weight on); the stated error is that of the combined values either
+    way, so the choice affects efficiency, never honesty."""
     C_ss = sq.var(axis=0)
     C_tt = tw.var(axis=0)
     C_st = ((sq - sq.mean(0)) * (tw - tw.mean(0))).mean(axis=0)
@@ -147,7 +147,10 @@ class StateEvolution:
     """SE of an SMI model at sample complexity ``alpha`` (see the module docstring).
 
     Parameters: ``model`` (:class:`~symtheory.glm.multi_index.MultiIndexModel`), ``alpha > 0``,
-    ``samples`` (Monte-Carlo draws, frozen), ``seed``, ``noise_variance`` (Gaussian
+    ``samples`` (frozen draws; default :data:`DEFAULT_SAMPLES`; with RQMC best a power of
+    2 times ``scrambles``; below ``2 scrambles`` some scramblings hold one point and the
+    stated error falls back to the per-sample spread, honest but without the RQMC gain),
+    ``seed``, ``noise_variance`` (Gaussian
     output noise; ``None`` = noiseless), ``rule`` (quadrature of the channel),
     ``side_information`` lambda >= 0, ``structure`` ('auto', 'block', 'full'),
     ``regularization`` eps >= 0: use ``V = rho - Q + eps I`` for both the teacher and
@@ -176,26 +179,27 @@ class StateEvolution:
     (:func:`~symtheory.core.solvers.difference_jacobian`).
     """
 
-    def __init__(self, model, alpha, *, samples=20000, seed=0, noise_variance=None, rule=None,
+    def __init__(self, model, alpha, *, samples=DEFAULT_SAMPLES, seed=0, noise_variance=None, rule=None,
                  side_information=0.0, structure="auto", prior=None, regularization=0.0,
                  estimator="auto", check_channel=True, pinned_rows=(), difference_step=None,
                  sampling="rqmc", scrambles=DEFAULT_SCRAMBLES):
         if not (np.isfinite(alpha) and alpha > 0):
-            raise ValueError(f"alpha must be finite and > 0, got {alpha}")
+            raise ParameterError(f"alpha must be finite and > 0, got {alpha}")
         if int(samples) < 2:
-            raise ValueError(f"samples must be >= 2, got {samples}")
+            raise ParameterError(f"samples must be >= 2, got {samples}")
         if not (np.isfinite(side_information) and side_information >= 0):
-            raise ValueError(f"side_information must be finite and >= 0, got {side_information}")
+            raise ParameterError(
+                f"side_information must be finite and >= 0, got {side_information}")
         if sampling not in ("rqmc", "monte-carlo"):
-            raise ValueError(f"sampling must be 'rqmc' or 'monte-carlo', got {sampling!r}")
+            raise ParameterError(f"sampling must be 'rqmc' or 'monte-carlo', got {sampling!r}")
         if isinstance(scrambles, bool) or not isinstance(scrambles, (int, np.integer)) or \
                 scrambles < 4:
-            raise ValueError(f"scrambles must be an integer >= 4, got {scrambles!r}")
+            raise ParameterError(f"scrambles must be an integer >= 4, got {scrambles!r}")
         if sampling == "rqmc" and (isinstance(seed, bool) or
                                    not isinstance(seed, (int, np.integer)) or seed < 0):
-            raise ValueError(f"seed must be an integer >= 0 with sampling='rqmc', got {seed!r}")
+            raise ParameterError(f"seed must be an integer >= 0 with sampling='rqmc', got {seed!r}")
         if structure not in ("auto", "block", "full"):
-            raise ValueError(f"structure must be 'auto', 'block' or 'full', got {structure!r}")
+            raise ParameterError(f"structure must be 'auto', 'block' or 'full', got {structure!r}")
         self.model = model
         self.alpha = float(alpha)
         self.samples = int(samples)
@@ -213,7 +217,7 @@ class StateEvolution:
             from ..core.quadrature import SOBOL_MAX_DIM, scrambled_sobol_normals
 
             if dim > SOBOL_MAX_DIM:
-                raise ValueError(f"sampling='rqmc' needs 2 P M (+ outputs) = {dim} <= "
+                raise ParameterError(f"sampling='rqmc' needs 2 P M (+ outputs) = {dim} <= "
                                  f"{SOBOL_MAX_DIM} Sobol coordinates; use "
                                  "sampling='monte-carlo'")
             B = self.scrambles
@@ -345,7 +349,7 @@ class StateEvolution:
         if not isinstance(self.feature_rule, TensorRule):
             # Laplace-RQMC: the rule states its own per-sample error (95% half-width over
             # its scramblings); that random error is part of the per-sample spread, hence
-            # of the Monte-Carlo standard error of Q_hat
+            # of the sampling standard error of Q_hat
             ch = self.channel.configured(rule=self.feature_rule)
             logZ, mean, cov = ch.branch_moments(Ebr, lw, valid, omega, V)
             self.channel_error = (ch.last_accuracy.max_error if self.estimate_channel_error
@@ -442,8 +446,12 @@ class StateEvolution:
         counts = np.bincount(groups, minlength=B).reshape((B,) + (1,) * (values.ndim - 1))
         return mean, (sums / counts).std(axis=0, ddof=1) / np.sqrt(B)
 
+    def tail_multiple(self, sigmas):
+        """:func:`~symtheory.glm.sampling.tail_multiple` for this SE's design."""
+        return tail_multiple(sigmas, self.scrambles)
+
     def quadrature_qhat_error(self, Q):
-        """Effect of the channel rule's refinement on ``Q_hat`` at ``Q``, in Monte-Carlo
+        """Effect of the channel rule's refinement on ``Q_hat`` at ``Q``, in sampling
         standard errors (:attr:`SEResult.channel_qhat_error`): reuses the refined
         moments of the last error-estimating pass at ``Q``; ``None`` if there is none
         (a randomized or non-reduced rule)."""
@@ -515,13 +523,14 @@ class StateEvolution:
         Qhat, se, _ = self.qhat(Q)
         lam, O = np.linalg.eigh(Qhat)
         if lam[0] < 0:
-            # Q_hat is PSD in expectation; the combined estimator's Monte-Carlo noise can
-            # push a vanishing eigenvalue slightly below 0.  Within 4 standard errors this
-            # is projected out (and counted); beyond, it is an error.
-            if -lam[0] > 4 * float(np.max(se)) + 1e-12:
+            # Q_hat is PSD in expectation; the combined estimator's sampling noise can push
+            # a vanishing eigenvalue slightly below 0.  Within the 4-sigma tail (t-scaled
+            # for RQMC) this is projected out (and counted); beyond, it is an error.
+            k = self.tail_multiple(4.0)
+            if -lam[0] > k * float(np.max(se)) + 1e-12:
                 raise FloatingPointError(
-                    f"Q_hat has eigenvalue {lam[0]:.3g}, beyond 4 Monte-Carlo standard errors "
-                    f"({np.max(se):.3g}) of positive semidefiniteness")
+                    f"Q_hat has eigenvalue {lam[0]:.3g}, beyond {k:.3g} standard errors "
+                    f"({np.max(se):.3g}, the 4-sigma tail) of positive semidefiniteness")
             self.psd_projections += 1
             Qhat = (O * np.clip(lam, 0.0, None)) @ O.T
         return Qhat
@@ -634,10 +643,10 @@ class StateEvolution:
         if channel_error is not None:
             msg += f"; estimated channel quadrature error at the fixed point {channel_error:.2g}"
         if qhat_error is not None:
-            msg += f" (on Q_hat: {qhat_error:.2g} Monte-Carlo standard errors)"
+            msg += f" (on Q_hat: {qhat_error:.2g} sampling standard errors)"
         if self.psd_projections:
             msg += (f"; {self.psd_projections} map evaluations projected Q_hat onto the PSD cone "
-                    "(negative eigenvalue within 4 standard errors)")
+                    "(negative eigenvalue within the 4-sigma tail of its standard errors)")
         if not fp.converged or fp.stable is False:
             warnings.warn(f"state evolution at alpha={self.alpha:g}: {msg}", ConvergenceWarning,
                           stacklevel=2)

@@ -13,6 +13,7 @@ import sys
 from ..core.cli_common import (add_alpha, add_damping, add_output, add_seed, alphas_from_args,
                                converter, describe, emit, int_arg, real_arg)
 from ..core.validate import ParameterError
+from ..glm.sampling import DEFAULT_SAMPLES, add_sampling_option, design_record
 from .model_file import EXAMPLE
 
 NORMALIZATION = (
@@ -221,16 +222,16 @@ def cmd_se(args) -> int:
                                      else res.channel_error)
         cols["channel_qhat_error"].append(float("nan") if res.channel_qhat_error is None
                                           else res.channel_qhat_error)
-    from ..glm.se import DEFAULT_SCRAMBLES
-
-    meta = {"model": model.description, "samples": args.samples, "sampling": args.sampling,
-            "scrambles": DEFAULT_SCRAMBLES if args.sampling == "rqmc" else None,
-            "seed": args.seed,
+    meta = {"model": model.description, "samples": args.samples,
+            **design_record(args.sampling), "seed": args.seed,
             "quadrature": rule.describe() if rule else "channel default", "noise_variance": noise,
             "side_information": lam, "start": args.start, "damping": args.damping,
             "normalization": NORMALIZATION,
-            "stderr": "Q*_stderr: Monte-Carlo standard error of the fixed point (propagated "
-                      "through the linearized SE map); errors: Monte-Carlo standard errors",
+            "stderr": "Q*_stderr: standard error of the fixed point from the frozen samples "
+                      "(rqmc: spread of the per-scrambling means, a t quantity with "
+                      "scrambles - 1 degrees of freedom; monte-carlo: per-sample spread), "
+                      "propagated through the linearized SE map; errors: Monte-Carlo "
+                      "standard errors of their own --error-samples draws",
             "free_entropy": "Phi = -Tr(Q Q_hat)/2 + psi_P(Q_hat) + alpha Psi_out(Q) (smi.md 4); "
                             "Psi_out is the log-density of y in the observed coordinates (of "
                             "the inversion features, e.g. softmax logit differences, for a "
@@ -242,11 +243,12 @@ def cmd_se(args) -> int:
                              "(other tensor rules: an over-estimate), or the 95% half-width "
                              "over RQMC scramblings",
             "channel_qhat_error": "the same refinement's change of Q_hat at the fixed point "
-                                  "in its Monte-Carlo standard errors (max over entries; "
-                                  "grows like sqrt(samples) for a fixed quadrature bias; "
+                                  "in its sampling standard errors (max over entries; "
+                                  "grows with samples for a fixed quadrature bias: like "
+                                  "sqrt(samples) for monte-carlo, faster for rqmc; "
                                   "not part of Q_stderr; NaN where the rule has no "
                                   "refinement: a noisy link's RQMC rule, whose random "
-                                  "error is in the Monte-Carlo spread)"}
+                                  "error is in the sampling spread)"}
     return emit(Table(cols, meta), args, "smi_se", plot=_plot_se)
 
 
@@ -383,9 +385,10 @@ SE_COLUMNS = (
     "the RQMC scramblings; log Z absolute, means in prior standard deviations): above ~1e-2 "
     "the quadrature, not the Monte Carlo, limits a sample's moments; "
     "channel_qhat_error = that refinement's change of Q_hat at the fixed point in Q_hat's "
-    "Monte-Carlo standard errors (max over entries; NaN where there is no refinement, "
+    "sampling standard errors (max over entries; NaN where there is no refinement, "
     "e.g. a noisy link's RQMC rule): what the SE sees of the quadrature.  It is a bias, "
-    "not part of Q*_stderr, and in these units it grows like sqrt(--samples).  Below "
+    "not part of Q*_stderr, and in these units it grows with --samples (like its square "
+    "root for --sampling monte-carlo, faster for rqmc).  Below "
     "~0.3 it adds under 5% to the error bar (added in quadrature); between 0.3 and 1 "
     "widen the error bar by it; above 1 the quadrature limits the result -- a finer "
     "--quadrature-nodes helps where the rule converges (not for a posterior much "
@@ -412,16 +415,11 @@ def register(sub) -> None:
                                               SE_COLUMNS, MODEL_FILE_HELP, example=EXAMPLE))
     add_model_options(se)
     add_alpha(se, what="n/d", positive=True)
-    se.add_argument("--samples", type=int_arg("--samples", low=100), default=20000,
+    se.add_argument("--samples", type=int_arg("--samples", low=100), default=DEFAULT_SAMPLES,
                     help="frozen samples of the SE map (design: --sampling), an integer >= 100 "
-                         "(default 20000)")
-    se.add_argument("--sampling", choices=("rqmc", "monte-carlo"), default="rqmc",
-                    help="design of the frozen samples: rqmc (default; 16 independently "
-                         "scrambled Sobol sequences, standard errors from the spread of "
-                         "their means) or monte-carlo (pseudo-random draws, per-sample "
-                         "standard errors); both unbiased, rqmc's variance measured 1-4x "
-                         "lower (none seen on some entries); its stderr is a t quantity with "
-                         "15 degrees of freedom (95%%: 2.13 x stderr)")
+                         f"(default {DEFAULT_SAMPLES} = 16 x 2^10; with rqmc best 16 x a power "
+                         "of 2: a Sobol sequence's first 2^m points are balanced)")
+    add_sampling_option(se)
     se.add_argument("--error-samples", type=int_arg("--error-samples", low=100),
                     default=200000,
                     help="Monte-Carlo samples for the errors, an integer >= 100 (default 200000)")

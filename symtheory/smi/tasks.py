@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ..core.tasks import Param, computation, convergence, register_figure
+from ..glm.sampling import DEFAULT_SAMPLES
 
 MODELS = ("attention", "linear-attention", "outer-product", "linear-tokens")
 
@@ -56,7 +57,8 @@ def _model_keys(params):
 
 @computation("smi.se_point", params=dict(MODEL_PARAMS, **{
     "alpha": Param.real(low=0, low_open=True, doc="n/d"),
-    "samples": Param.integer(low=100, default=20000, doc="frozen Monte-Carlo samples"),
+    "samples": Param.integer(low=100, default=DEFAULT_SAMPLES,
+                             doc="frozen SE samples (design: sampling; 16 x 2^10)"),
     "seed": Param.integer(low=0, default=0),
     "side_information": Param.real(low=0, default=0.0),
     "start": Param.choice("uninformed", "informed", default="uninformed",

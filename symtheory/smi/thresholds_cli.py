@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ..core.cli_common import add_output, add_seed, describe, emit, int_arg, real_arg
 from ..core.validate import ParameterError
+from ..glm.sampling import add_sampling_option, design_record
 from .model_file import EXAMPLE
 
 MODELS = ("attention", "phase-retrieval", "outer-product", "sign-product")
@@ -125,6 +126,9 @@ def cmd_threshold(args) -> int:
     if args.alpha_continuation != "auto" and not grand:
         raise ParameterError("--alpha-continuation applies to the grand staircase only "
                              "(--grand-staircase, or attention at depth >= 3)")
+    if args.sampling != "rqmc" and not grand:
+        raise ParameterError("--sampling applies to the grand staircase only "
+                             "(--grand-staircase, or attention at depth >= 3)")
     want_stair = attention and not args.weak_only and not grand
     if want_stair and depth != 2:
         raise ParameterError("--depth must be 2 for the staircase row (smi.md 8.4); give "
@@ -199,6 +203,7 @@ def _grand_staircase(model, noise, args) -> int:
             TensorRule("gauss-hermite", args.quadrature_nodes))
     quiet = getattr(args, "quiet", False)
     steps = grand_staircase(model, samples=args.staircase_samples, seed=args.seed, rule=rule,
+                            sampling=args.sampling,
                             alpha_continuation=args.alpha_continuation,
                             log=None if quiet else (lambda line: print(line, file=sys.stderr,
                                                                        flush=True)))
@@ -219,7 +224,8 @@ def _grand_staircase(model, noise, args) -> int:
         cols["converged"].append(bool(r.converged))
         cols["se_check"].append(r.details.get("check", {}).get("verdict", ""))
     meta = {"model": model.description or model.name, "noise_variance": 0.0,
-            "samples": args.staircase_samples, "seed": args.seed,
+            "samples": args.staircase_samples, **design_record(args.sampling),
+            "seed": args.seed,
             "alpha_continuation": args.alpha_continuation,
             "messages": [st.threshold.message for st in steps], "definition": DEFINITION}
     return emit(Table(cols, meta), args, f"smi_grand_staircase_{_model_stem(args)}")
@@ -406,10 +412,10 @@ def register_threshold(smi_subparsers) -> None:
     _add_numerics(p)
     p.add_argument("--grand-staircase", action="store_true",
                    help="every threshold of the grand staircase from the SE itself "
-                        "(glm/grand_staircase.py: rows not learned pinned at 0, Monte Carlo on "
+                        "(glm/grand_staircase.py: rows not learned pinned at 0, averages over "
                         "--staircase-samples frozen samples; extra columns rows_learned_before, "
                         "rows_learned_at (row a = layer a + 1), converged, se_check: the SE "
-                        "order check's verdict, confirmed / inconclusive within its Monte-Carlo "
+                        "order check's verdict, confirmed / inconclusive within its sampling "
                         "noise / contradicted); the default for "
                         "attention at depth >= 3 without --weak-only")
     p.add_argument("--alpha-continuation", choices=("auto", "always", "never"), default="auto",
@@ -417,6 +423,8 @@ def register_threshold(smi_subparsers) -> None:
                         "the SE's stable branch (about 10 solves) where the fast overlap-space "
                         "root is not a stable fixed point (auto), at every stage after the "
                         "first (always), or never (the stage is then flagged not converged)")
+    add_sampling_option(p, applies_to="--grand-staircase; the two-layer staircase "
+                           "always uses its own randomized-QMC batch means")
     add_output(p)
     p.set_defaults(func=cmd_threshold)
 
