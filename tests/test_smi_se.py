@@ -689,13 +689,16 @@ def test_randomized_rule_default_tolerance_is_its_smoothness():
 
     model = deep_attention(2, 2, 1, 1.0)
     rule = LaplaceQMCRule(tol=0.1, points=32, max_points=32, scrambles=4, scan=32)
+    # the combined estimator, as measured: with 'cross' (the default for this rule) this
+    # point sits next to the layer-2 threshold (Q22 = 0.03 +- 0.04 at 300 samples), where
+    # the strict run drifts for a reason other than the rule's smoothness
     se = StateEvolution(model, 0.6, samples=300, seed=0, noise_variance=0.1, rule=rule,
-                        check_channel=False)
+                        check_channel=False, estimator="combined")
     assert se.default_tol == RANDOMIZED_RULE_TOL == 1e-4
     r = se.solve(max_iter=120)
     assert r.converged and "residual tolerance 0.0001" in r.message
     strict = StateEvolution(model, 0.6, samples=300, seed=0, noise_variance=0.1, rule=rule,
-                            check_channel=False)
+                            check_channel=False, estimator="combined")
     with pytest.warns(ConvergenceWarning):
         s = strict.solve(max_iter=40, tol=1e-8, stderr=False)
     assert not s.converged

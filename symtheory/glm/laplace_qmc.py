@@ -58,7 +58,13 @@ class LaplaceQMCRule:
     points scanned for Newton starts; ``starts``: how many of the best of them (outside
     the peaks already found) Newton starts from (each mode is refined from its sign-flip
     images too); ``seed``: the randomization (fixed, so the moments are a deterministic
-    function of the inputs).
+    function of the inputs); ``point_sets``: independent randomizations of the points,
+    sample ``s`` of a call using set ``s % point_sets`` -- with one set every sample's
+    error comes from the same points, so it is correlated across samples and an average
+    over samples keeps it (the SE's 'cross' estimator averages products of such errors);
+    with as many sets as the SE has scramblings (sample ``s`` in its scrambling
+    ``s % scrambles``) each scrambling mean carries its own, and the SE's standard error
+    covers it.
     """
 
     tol: float = 3e-3
@@ -71,6 +77,7 @@ class LaplaceQMCRule:
     scan: int = 64
     starts: int = 4
     seed: int = 12345
+    point_sets: int = 1
 
     def __post_init__(self):
         if not (self.tol > 0 and math.isfinite(self.tol)):
@@ -81,6 +88,9 @@ class LaplaceQMCRule:
                 raise ParameterError(f"{name} must be a power of 2 >= 2, got {v}")
         if self.max_points < self.points:
             raise ParameterError(f"max_points ({self.max_points}) must be >= points ({self.points})")
+        if isinstance(self.point_sets, bool) or int(self.point_sets) != self.point_sets or \
+                self.point_sets < 1:
+            raise ParameterError(f"point_sets must be an integer >= 1, got {self.point_sets!r}")
         if int(self.scrambles) < 4:
             raise ParameterError(f"scrambles must be >= 4 (error estimate), got {self.scrambles}")
         if not self.inflate >= 1:
@@ -110,13 +120,15 @@ class LaplaceQMCRule:
                                    scan=min(self.scan, points),
                                    starts=min(self.starts, points), tol=2 * self.tol)
 
-    def normal_points(self, dim: int, n: int) -> np.ndarray:
+    def normal_points(self, dim: int, n: int, point_set: int = 0) -> np.ndarray:
         """``(scrambles + 1, n, dim)`` standard normal RQMC points (the last one for the
         search and the adaptation of the proposal) (inverse CDF of scrambled
-        Sobol nets, whose first ``2^m`` points are a net for every ``m``)."""
+        Sobol nets, whose first ``2^m`` points are a net for every ``m``); ``point_set``
+        ``k > 0``: an independent randomization, from ``SeedSequence([seed, k])``."""
         from ..core.quadrature import scrambled_sobol_normals
 
-        return scrambled_sobol_normals(dim, n, self.scrambles + 1, self.seed)
+        seed = self.seed if point_set == 0 else np.random.SeedSequence([self.seed, point_set])
+        return scrambled_sobol_normals(dim, n, self.scrambles + 1, seed)
 
     def t95(self) -> float:
         """Student-t 97.5% quantile with ``scrambles - 1`` degrees of freedom."""
@@ -169,3 +181,25 @@ def flip_patterns(model, coords) -> np.ndarray:
         patterns += [p * f for p in patterns]
     return np.ascontiguousarray(np.array(patterns[1:], dtype=float).reshape(len(patterns) - 1,
                                                                              len(coords)))
+
+
+def pooled_mean(sums, scramblings) -> np.ndarray:
+    """``E[z]`` pooled over ``scramblings`` (indices) from per-scrambling ``sums``
+    ``(n, R, 1 + d)`` (weight sum, then sums of ``w z``): ``sum_r S1_r / sum_r S0_r``."""
+    sel = np.asarray(scramblings)
+    num = sums[:, sel, 1:].sum(axis=1)
+    den = sums[:, sel, 0].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num / den[:, None]
+
+
+def independent_half_means(sums):
+    """Two estimates ``(m_A, m_B)`` of ``E[z]`` per sample, pooled over the even and over
+    the odd scramblings of per-scrambling ``sums`` (:func:`pooled_mean`): independent
+    given the proposal (built on the extra scrambling), so ``m_A m_B^T`` estimates
+    ``E[z] E[z]^T`` without the variance of the estimates (the SE's 'cross' estimator),
+    up to their ratio bias.  (A jackknife of each half over its quarters was tried
+    against that bias: no measurable change -- on depth-2 attention at Q = 0.05 I the
+    rest falls like 1/points^2, +18% of Q_hat_11 at 64 points, +4.6% at 128.)"""
+    R = sums.shape[1]
+    return pooled_mean(sums, np.arange(0, R, 2)), pooled_mean(sums, np.arange(1, R, 2))

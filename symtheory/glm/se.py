@@ -47,6 +47,7 @@ exactly zero (``structure='block'``) so Monte-Carlo noise cannot break the symme
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import warnings
 from dataclasses import dataclass, field
 
@@ -161,7 +162,16 @@ class StateEvolution:
     smi.md 3) with the per-entry weights of minimal variance, measured on the frozen
     samples at each ``Q`` (so the map depends on ``Q`` alone, not on the order of calls)
     -- about 3x lower variance for the attention channel (the ``g g^T`` samples are
-    heavy-tailed, ``-J`` is bounded above).
+    heavy-tailed, ``-J`` is bounded above); ``'cross'`` (default for a channel integrated
+    by a randomized rule under output noise, :class:`~symtheory.glm.laplace_qmc.
+    LaplaceQMCRule`) averages ``sym(sum_m g_A g_B^T)`` of the posterior means pooled over
+    the rule's even and over its odd scramblings (independent given its proposal, built
+    on a further scrambling; one run, :func:`~symtheory.glm.laplace_qmc.
+    independent_half_means`): the rule's random errors enter linearly and
+    average out over the samples, where in ``g g^T`` (and in ``-J``, through ``E[x] E[x]^T``) they add their
+    variance ``E[dg dg^T]`` -- so a sample needs 128 points, not 1024
+    (:data:`~symtheory.glm.multi_index.NOISE_SE_RULE`, used when no ``rule`` is given;
+    its ``-J`` keeps the ratio bias of second moments and is not used).
         ``pinned_rows``: rows whose overlap is held at exactly 0 (rows and columns of ``Q``
     and ``Q_hat``): the invariant subspace of rows not learned yet, for a model even in
     each of their row groups (smi.md 2.2, 8.4) -- the fixed point ``Q*`` of Eq. (18)
@@ -259,14 +269,6 @@ class StateEvolution:
         if not (np.isfinite(regularization) and regularization >= 0):
             raise ValueError(f"regularization must be finite and >= 0, got {regularization}")
         self.regularization = float(regularization)
-        if estimator == "auto":
-            estimator = "square" if regularization > 0 else "combined"
-        if estimator not in ("square", "combined"):
-            raise ValueError(f"estimator must be 'auto', 'square' or 'combined', got {estimator!r}")
-        if estimator == "combined" and regularization > 0:
-            raise ValueError("the combined estimator relies on the Nishimori identity, which the "
-                             "regularized (mismatched) channel breaks; use estimator='square'")
-        self.estimator = estimator
         self.evaluations = 0
         self.psd_projections = 0
         self.channel_error = None     # largest estimated error of the last posterior pass
@@ -285,6 +287,7 @@ class StateEvolution:
                                  rule if isinstance(rule, TensorRule) else TensorRule())
         randomized = isinstance(getattr(self, "feature_rule", None), LaplaceQMCRule) or \
             isinstance(getattr(self.channel, "rule", None), LaplaceQMCRule)
+        self._resolve_estimator(estimator, rule, noise_variance)
         if difference_step is None:
             difference_step = RANDOMIZED_RULE_DIFFERENCE_STEP if randomized else 1e-6
         if not (np.isfinite(difference_step) and 0 < difference_step < 0.1):
@@ -296,6 +299,37 @@ class StateEvolution:
         self.boundary_fraction = 0.125 if randomized else 1e-3
         #: residual tolerance of solve() when none is given
         self.default_tol = RANDOMIZED_RULE_TOL if randomized else 1e-8
+
+    def _resolve_estimator(self, estimator, rule, noise_variance):
+        """Set :attr:`estimator` (and, for ``'cross'``, the channel's rule and its twin)."""
+        from .laplace_qmc import LaplaceQMCRule
+
+        noisy_rqmc = self.features is None and isinstance(getattr(self.channel, "rule", None),
+                                                          LaplaceQMCRule)
+        if estimator == "auto":
+            estimator = ("cross" if noisy_rqmc else
+                         "square" if self.regularization > 0 else "combined")
+        if estimator not in ("square", "combined", "cross"):
+            raise ParameterError(f"estimator must be 'auto', 'square', 'combined' or 'cross', "
+                                 f"got {estimator!r}")
+        if estimator == "combined" and self.regularization > 0:
+            raise ParameterError("the combined estimator relies on the Nishimori identity, which "
+                                 "the regularized (mismatched) channel breaks; use "
+                                 "estimator='square'")
+        if estimator == "cross":
+            if not noisy_rqmc:
+                raise ParameterError("estimator='cross' needs a channel integrated by a "
+                                     "randomized rule (a LaplaceQMCRule under output noise), "
+                                     "whose two halves of scramblings it crosses")
+            if rule is None:
+                from .multi_index import NOISE_SE_RULE
+
+                # the channel's default is set for g g^T of one run; crossed, 128 points
+                # do, with one randomization of the points per scrambling of the samples
+                sets = self.scrambles or DEFAULT_SCRAMBLES
+                self.channel = self.channel.configured(
+                    noise_variance, dataclasses.replace(NOISE_SE_RULE, point_sets=sets))
+        self.estimator = estimator
 
     # ------------------------------------------------------------------ map
     def _check_Q(self, Q):
@@ -376,15 +410,33 @@ class StateEvolution:
         """``(g_out, dg_out)`` of the frozen samples at ``Q`` (smi.md Eq. 12); the last
         result is kept (a fixed point is evaluated again by its callers: the standard
         error, the staircase's instability)."""
+        return self._gout_all(Q)[:2]
+
+    def gout_halves(self, Q):
+        """``(g_A, g_B)``: ``g_out`` of the posterior means pooled over the even and over
+        the odd scramblings of the channel's Laplace-RQMC rule (``'cross'`` estimator),
+        independent given the rule's proposal
+        (:func:`~symtheory.glm.laplace_qmc.independent_half_means`)."""
+        if self.estimator != "cross":
+            raise ValueError("gout_halves needs the 'cross' estimator")
+        return self._gout_all(Q)[2:]
+
+    def _gout_all(self, Q):
         from .multi_index import gout_from_moments
 
         Q = self._check_Q(Q)
         key = (Q.tobytes(), self.samples, getattr(self, "feature_rule", None),
-               self.estimate_channel_error)
+               getattr(self.channel, "rule", None), self.estimate_channel_error)
         if getattr(self, "_last_gout", (None,))[0] == key:
             return self._last_gout[1]
         _, mean, cov, omega, V = self.posterior_moments(Q)
         out = gout_from_moments(mean, cov, omega, V)
+        if self.estimator == "cross":
+            from .laplace_qmc import independent_half_means
+
+            Vinv = np.linalg.inv(V)
+            out = out + tuple(np.einsum("ab,sbm->sam", Vinv, m.reshape(omega.shape) - omega)
+                              for m in independent_half_means(self.channel.last_scrambling_sums))
         self._last_gout = (key, out)
         return out
 
@@ -400,22 +452,29 @@ class StateEvolution:
         ||V^{-1}||)``)."""
         alpha = self.alpha if alpha is None else alpha
         g, dg = self.gout(Q)
-        Qhat, stderr, m_sq, m_tw = self._qhat_from_gout(g, dg, alpha, Q)
+        halves = self.gout_halves(Q) if self.estimator == "cross" else None
+        Qhat, stderr, m_sq, m_tw = self._qhat_from_gout(g, dg, alpha, Q, halves)
         V = self.rho - self._check_Q(Q) + self.regularization * np.eye(self.model.P)
         scale = 1.0 / float(np.linalg.eigvalsh(V)[0])
         gap = float(np.max(np.abs(m_sq - m_tw)) / scale)
         self.evaluations += 1
         return Qhat, stderr, gap
 
-    def _qhat_from_gout(self, g, dg, alpha, Q):
+    def _qhat_from_gout(self, g, dg, alpha, Q, halves=None):
         """``(Q_hat, stderr, E g g^T, E(-dg))`` of per-sample ``g_out, dg_out`` (see
-        :meth:`qhat`)."""
-        bad = ~np.all(np.isfinite(g.reshape(len(g), -1)), axis=1)
-        if bad.any():
-            raise FloatingPointError(
-                f"g_out is not finite for {bad.sum()} of {len(g)} samples at Q = {Q.tolist()} "
-                "(channel quadrature failed; try a finer rule)")
-        sq = np.einsum("sam,sbm->sab", g, g)
+        :meth:`qhat`); ``halves``: ``(g_A, g_B)`` of :meth:`gout_halves` (``'cross'``),
+        then ``g g^T`` is ``sym(g_A g_B^T)``."""
+        for name, v in (("g_out", g),) + tuple(zip(("g_A", "g_B"), halves or ())):
+            bad = ~np.all(np.isfinite(v.reshape(len(v), -1)), axis=1)
+            if bad.any():
+                raise FloatingPointError(
+                    f"{name} is not finite for {bad.sum()} of {len(v)} samples at Q = "
+                    f"{Q.tolist()} (channel quadrature failed; try a finer rule)")
+        if halves is not None:
+            sq = np.einsum("sam,sbm->sab", *halves)
+            sq = 0.5 * (sq + np.swapaxes(sq, 1, 2))
+        else:
+            sq = np.einsum("sam,sbm->sab", g, g)
         tw = -np.einsum("sambm->sab", dg)
         if self.estimator == "combined":
             w = _min_variance_weights(sq, tw)
