@@ -224,3 +224,25 @@ def test_state_evolution_laplace_rule_against_tensor_gauss_hermite(depth3):
     (qmc, qmc_err, V), (gh, gh_err, _) = out
     diff = _natural_diff(qmc, gh, V, depth3.M)
     assert np.all(diff <= 2 * qmc_err + gh_err), (diff, qmc_err, gh_err)
+
+
+@SLOW
+def test_state_evolution_cross_estimator_on_a_deep_link(depth3):
+    """Opt-in 'cross' on a reduced deep link: a cheap rule (128 points, tol 0.25; ~1.6 ms
+    per sample at Q = 0.05 I against ~24 ms for the default rule, measured) crossed over
+    the halves of its scramblings, one point set per SE scrambling, against the combined
+    estimator with the default rule on the same samples: within the 3-sigma tail of the
+    larger standard error times sqrt(2) (the two are positively correlated)."""
+    from symtheory.glm.sampling import tail_multiple
+    from symtheory.glm.se import StateEvolution
+
+    cheap = LaplaceQMCRule(tol=0.25, points=128, max_points=1024)
+    Q = 0.05 * np.eye(3)
+    cross = StateEvolution(depth3, 1.0, samples=256, rule=cheap, estimator="cross",
+                           check_channel=False)
+    assert cross.feature_rule.point_sets == cross.scrambles
+    qc, ec, _ = cross.qhat(Q)
+    qd, ed, _ = StateEvolution(depth3, 1.0, samples=256, check_channel=False).qhat(Q)
+    k = tail_multiple(3.0, 16) * np.sqrt(2)
+    for a in range(3):
+        assert abs(qc[a, a] - qd[a, a]) < k * max(ec[a, a], ed[a, a]), (a, qc, qd, ec, ed)

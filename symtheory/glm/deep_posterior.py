@@ -105,11 +105,11 @@ class LaplaceQMCChannel(ReducedChannel):
         new.last_accuracy = None
         return new
 
-    def _rqmc_points(self, n):
-        key = (self.rule, n)
+    def _rqmc_points(self, n, point_set=0):
+        key = (self.rule, n, point_set)
         if key not in self._points:
             self._points[key] = np.ascontiguousarray(
-                self.rule.normal_points(len(self.free_rows) * self.M, n))
+                self.rule.normal_points(len(self.free_rows) * self.M, n, point_set))
         return self._points[key]
 
     def moments(self, y, omega, V, *, include_jacobian=True):
@@ -173,17 +173,34 @@ class LaplaceQMCChannel(ReducedChannel):
             float(rule.prior_share), int(rule.adapt), ADAPT_INFLATE, NEWTON_STEP, *mix)
         mats_qmc = mats[:3] + mats[4:]          # no Cholesky factor of V_uu: in the mixture
 
+        sums = np.empty((n, rule.scrambles, 1 + P * M))
+
         def run(todo, npts):
+            # sample s integrates on point set s % point_sets (the proposals are built on
+            # set 0's extra scrambling: they only steer, the estimates stay independent)
+            err = np.empty(todo.size)
+            for k_set in range(int(rule.point_sets)):
+                sel = np.flatnonzero(todo % rule.point_sets == k_set)
+                if sel.size:
+                    err[sel] = run_set(todo[sel], npts, k_set)
+            return err
+
+        def run_set(todo, npts, k_set):
             sub = [a[todo] for a in fixed]
             out = (np.empty(todo.size), np.empty((todo.size, P * M)),
-                   np.empty((todo.size, P * M, P * M)), np.empty(todo.size))
+                   np.empty((todo.size, P * M, P * M)), np.empty(todo.size),
+                   np.empty((todo.size, rule.scrambles, 1 + P * M)))
             drive(*sub, np.ascontiguousarray(omega[todo]), *mats_qmc,
                   *[np.ascontiguousarray(a[todo]) for a in mix],
-                  self._rqmc_points(npts)[:-1], MIN_POINTS_SHARE, float(tcrit), sd, *out)
-            logZ[todo], mean[todo], cov[todo] = out[0], out[1], out[2]
+                  self._rqmc_points(npts, k_set)[:-1], MIN_POINTS_SHARE, float(tcrit), sd,
+                  *out)
+            logZ[todo], mean[todo], cov[todo], sums[todo] = out[0], out[1], out[2], out[4]
             return out[3]
 
+        self.last_scrambling_sums = None
         err, used = rqmc_levels(rule, n, run, double_near_tol=True)
+        #: per-scrambling sums (n, scrambles, 1 + P M), as the noise channel's
+        self.last_scrambling_sums = sums
         self.components = comps
         self.points_used = used
         method = (f"reduction (smi.md 9) + {rule.describe()}; error = 95% half-width over the "
@@ -469,7 +486,7 @@ def {name}_mixture_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, 
 @numba.njit(cache=True)
 def {name}_sample_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Vuu_inv,
                       logdet_Vuu, Bm, Cinv, logdetC, mix_m, mix_L, mix_w, mix_n, tn, min_share,
-                      tcrit, sd, out_logZ, out_mean, out_cov, out_err):
+                      tcrit, sd, out_logZ, out_mean, out_cov, out_err, out_sums):
     """The RQMC estimates of sample s over the scramblings tn with its mixture (a plain
     function, as above)."""
     P = omega.shape[1]
@@ -543,6 +560,7 @@ def {name}_sample_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, V
                 ref, w = {name}_rqmc_add(rr, lw, z, S0, S1, S2, z0, ref)
     {name}_rqmc_finish(S0, S1, S2, z0, ref, Npt, tcrit, sd, broken, s, out_logZ, out_mean,
                        out_cov, out_err)
+    {name}_rqmc_sums(S0, S1, z0, s, out_sums)
 
 
 @numba.njit(cache=True, parallel=True)
@@ -561,11 +579,12 @@ def {name}_rqmc_mixture(Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Lu
 @numba.njit(cache=True, parallel=True)
 def {name}_rqmc(Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Vuu_inv, logdet_Vuu, Bm,
                 Cinv, logdetC, mix_m, mix_L, mix_w, mix_n, tn, min_share, tcrit, sd, out_logZ,
-                out_mean, out_cov, out_err):
+                out_mean, out_cov, out_err, out_sums):
     for s in numba.prange(omega.shape[0]):
         {name}_sample_one(s, Ebr, lwb, valid, omega, pars, free_rows, solved_rows, Vuu_inv,
                           logdet_Vuu, Bm, Cinv, logdetC, mix_m, mix_L, mix_w, mix_n, tn,
-                          min_share, tcrit, sd, out_logZ, out_mean, out_cov, out_err)
+                          min_share, tcrit, sd, out_logZ, out_mean, out_cov, out_err,
+                          out_sums)
 '''
 
 
