@@ -48,7 +48,7 @@ from ..core.quadrature import AdaptiveRule, TensorRule
 from ..core.validate import ParameterError
 from ._posterior_rules import TEMPLATE as _PEAK_TEMPLATE
 from .laplace_qmc import TEMPLATE as _MIXTURE_TEMPLATE
-from .laplace_qmc import LaplaceQMCRule, flip_patterns, rqmc_levels
+from .laplace_qmc import LaplaceQMCRule, by_point_set, flip_patterns, rqmc_levels
 from .multi_index import MultiIndexModel, ReducedChannel
 
 __all__ = ["LaplaceQMCChannel", "LaplaceQMCModel", "LaplaceQMCRule"]
@@ -175,15 +175,10 @@ class LaplaceQMCChannel(ReducedChannel):
 
         sums = np.empty((n, rule.scrambles, 1 + P * M))
 
+        # sample s integrates on point set s % point_sets (the proposals are built on set
+        # 0's extra scrambling: they only steer, the estimates stay independent)
         def run(todo, npts):
-            # sample s integrates on point set s % point_sets (the proposals are built on
-            # set 0's extra scrambling: they only steer, the estimates stay independent)
-            err = np.empty(todo.size)
-            for k_set in range(int(rule.point_sets)):
-                sel = np.flatnonzero(todo % rule.point_sets == k_set)
-                if sel.size:
-                    err[sel] = run_set(todo[sel], npts, k_set)
-            return err
+            return by_point_set(rule, todo, npts, run_set)
 
         def run_set(todo, npts, k_set):
             sub = [a[todo] for a in fixed]

@@ -165,6 +165,18 @@ def rqmc_levels(rule: LaplaceQMCRule, n: int, run, *, double_near_tol: bool = Fa
     return err, used
 
 
+def by_point_set(rule: LaplaceQMCRule, todo, npts, run_set):
+    """A level of :func:`rqmc_levels` over the rule's point sets: ``run_set(sub, npts,
+    k)`` computes the samples ``sub`` (those of ``todo`` with index ``% point_sets == k``)
+    on point set ``k`` and returns their errors; returns the errors of ``todo``."""
+    err = np.empty(todo.size)
+    for k in range(int(rule.point_sets)):
+        sel = np.flatnonzero(todo % rule.point_sets == k)
+        if sel.size:
+            err[sel] = run_set(todo[sel], npts, k)
+    return err
+
+
 def flip_patterns(model, coords) -> np.ndarray:
     """Sign patterns ``(k, len(coords))`` (identity excluded) of the flips ``Z[group] ->
     -Z[group]`` of the model's even row groups (``MultiIndexModel.even_groups``) that act

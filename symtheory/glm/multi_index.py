@@ -46,7 +46,7 @@ from ..core.codegen import Kernel, render_template
 from ..core.quadrature import AdaptiveRule, TensorRule
 from ..core.validate import ParameterError, real
 from .laplace_qmc import TEMPLATE as _MIXTURE_TEMPLATE
-from .laplace_qmc import LaplaceQMCRule, flip_patterns, rqmc_levels
+from .laplace_qmc import LaplaceQMCRule, by_point_set, flip_patterns, rqmc_levels
 from .link_analysis import NotApplicable, affine_split, breakpoints, discrete_structure
 from .orthant_mixture import OrthantMixture
 
@@ -818,12 +818,7 @@ class GaussianNoiseChannel(_OrthantChannel):
         tcrit = rule.t95()
 
         def run(todo, npts):
-            err = np.empty(todo.size)
-            for k_set in range(int(rule.point_sets)):
-                sel = np.flatnonzero(todo % rule.point_sets == k_set)
-                if sel.size:
-                    err[sel] = run_set(todo[sel], npts, k_set)
-            return err
+            return by_point_set(rule, todo, npts, run_set)
 
         def run_set(todo, npts, k_set):
             key = (rule, npts, k_set)
