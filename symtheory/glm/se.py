@@ -307,6 +307,14 @@ class StateEvolution:
         #: residual tolerance of solve() when none is given
         self.default_tol = RANDOMIZED_RULE_TOL if randomized else 1e-8
 
+    def _randomized_channel_rule(self):
+        """The channel's Laplace-RQMC rule when it integrates the observations directly (a
+        noisy link), else None."""
+        from .laplace_qmc import LaplaceQMCRule
+
+        own = getattr(self.channel, "rule", None)
+        return own if self.features is None and isinstance(own, LaplaceQMCRule) else None
+
     def _resolve_estimator(self, estimator, rule, noise_variance):
         """Set :attr:`estimator` (and, for ``'cross'``, the channel's rule and its twin)."""
         from .laplace_qmc import LaplaceQMCRule
@@ -632,7 +640,9 @@ class StateEvolution:
         staircase) run in cheaper stages, each warm-starting the next -- first on the
         first :meth:`warmup_samples` of the frozen samples (``warmup``: ``"auto"``, an
         integer, ``None`` = none), then on all of them with half the quadrature nodes per
-        axis (a reduced link) -- and only the last stage uses the full map.  The result is
+        axis (a reduced link; a Laplace-RQMC rule, of a deep link or a noisy one: its
+        :meth:`~symtheory.glm.laplace_qmc.LaplaceQMCRule.coarsened`, a quarter of the
+        points, in both stages) -- and only the last stage uses the full map.  The result is
         the fixed point of the full map, converged by the same criterion; ``iterations``
         counts every stage and the message names them.  A warm-up stage runs at most half
         of the iterations left, so the full map always gets a share of ``max_iter``.
@@ -681,6 +691,9 @@ class StateEvolution:
         self.estimate_channel_error = False
         q0, done = self._to_free(Q), 0
         rule = getattr(self, "feature_rule", None)
+        if rule is None:
+            # a noisy link's Laplace-RQMC rule coarsens for the warm-up the same way
+            rule = self._randomized_channel_rule()
         coarse = rule.coarsened() if rule is not None else None
         if isinstance(coarse, TensorRule) and coarse.n < 8:
             coarse = None
@@ -750,17 +763,21 @@ class StateEvolution:
         """Evaluate the map on the first ``n`` frozen samples (nested in the full set: the
         same draws, so a stage's fixed point is a warm start for the next) and, for a
         reduced link, with ``rule``; restored on exit."""
-        saved = (self.samples, self.xi, self.eta, self.noise, getattr(self, "feature_rule", None))
+        saved = (self.samples, self.xi, self.eta, self.noise, getattr(self, "feature_rule", None),
+                 self.channel)
         self.samples, self.xi, self.eta = n, self.xi[:n], self.eta[:n]
         self.noise = None if self.noise is None else self.noise[:n]
-        if rule is not None:
+        if rule is not None and self.features is not None:
             self.feature_rule = rule
+        elif rule is not None:
+            self.channel = self.channel.configured(self.noise_variance, rule)
         try:
             yield
         finally:
             self.samples, self.xi, self.eta, self.noise = saved[:4]
             if saved[4] is not None:
                 self.feature_rule = saved[4]
+            self.channel = saved[5]
 
     # ------------------------------------------------------------ parametrization
     def _free_entries(self):
