@@ -30,9 +30,12 @@ def test_default_is_cross_with_one_point_set_per_scrambling(attention):
     assert se.estimator == "cross"
     assert se.channel.rule == dataclasses.replace(NOISE_SE_RULE, point_sets=se.scrambles)
     assert _se(attention, 64, sampling="monte-carlo").channel.rule.point_sets == 16
-    # a rule given explicitly is kept
+    # a rule given explicitly is kept, with one point set per SE scrambling (crossing a
+    # single set's errors would not average out); with 'combined' it is kept as given
     rule = LaplaceQMCRule(tol=0.1, points=32, max_points=32, scrambles=4, scan=32)
-    assert _se(attention, 64, rule=rule).channel.rule == rule
+    assert _se(attention, 64, rule=rule).channel.rule == dataclasses.replace(rule,
+                                                                             point_sets=16)
+    assert _se(attention, 64, rule=rule, estimator="combined").channel.rule == rule
 
 
 def test_half_means_pool_to_the_channel_mean(attention):

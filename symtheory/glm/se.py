@@ -316,11 +316,13 @@ class StateEvolution:
         return own if self.features is None and isinstance(own, LaplaceQMCRule) else None
 
     def _resolve_estimator(self, estimator, rule, noise_variance):
-        """Set :attr:`estimator` (and, for ``'cross'``, the channel's rule and its twin)."""
+        """Set :attr:`estimator`; for ``'cross'`` also the rule's point sets (one per SE
+        scrambling, where a rule has one: a single set's errors are correlated across
+        samples and their cross products do not average out) and, under noise without a
+        given rule, :data:`~symtheory.glm.multi_index.NOISE_SE_RULE`."""
         from .laplace_qmc import LaplaceQMCRule
 
-        noisy_rqmc = self.features is None and isinstance(getattr(self.channel, "rule", None),
-                                                          LaplaceQMCRule)
+        noisy_rqmc = self._randomized_channel_rule() is not None
         reduced_rqmc = isinstance(getattr(self, "feature_rule", None), LaplaceQMCRule)
         if estimator == "auto":
             estimator = ("cross" if noisy_rqmc else
@@ -341,14 +343,16 @@ class StateEvolution:
                 # opt-in for deep links (not yet the default): the same design
                 self.feature_rule = dataclasses.replace(
                     self.feature_rule, point_sets=self.scrambles or DEFAULT_SCRAMBLES)
+            sets = self.scrambles or DEFAULT_SCRAMBLES
             if noisy_rqmc and rule is None:
                 from .multi_index import NOISE_SE_RULE
 
-                # the channel's default is set for g g^T of one run; crossed, 128 points
-                # do, with one randomization of the points per scrambling of the samples
-                sets = self.scrambles or DEFAULT_SCRAMBLES
+                # the channel's default is set for g g^T of one run; crossed, 128 points do
                 self.channel = self.channel.configured(
                     noise_variance, dataclasses.replace(NOISE_SE_RULE, point_sets=sets))
+            elif noisy_rqmc and self.channel.rule.point_sets == 1:
+                self.channel = self.channel.configured(
+                    noise_variance, dataclasses.replace(self.channel.rule, point_sets=sets))
         self.estimator = estimator
 
     # ------------------------------------------------------------------ map
@@ -761,8 +765,9 @@ class StateEvolution:
     @contextlib.contextmanager
     def _stage(self, n, rule):
         """Evaluate the map on the first ``n`` frozen samples (nested in the full set: the
-        same draws, so a stage's fixed point is a warm start for the next) and, for a
-        reduced link, with ``rule``; restored on exit."""
+        same draws, so a stage's fixed point is a warm start for the next) and with
+        ``rule`` (a reduced link's feature rule, or a noisy link's channel rule); restored
+        on exit."""
         saved = (self.samples, self.xi, self.eta, self.noise, getattr(self, "feature_rule", None),
                  self.channel)
         self.samples, self.xi, self.eta = n, self.xi[:n], self.eta[:n]
