@@ -92,3 +92,34 @@ def test_cross_is_refused_without_a_randomized_noisy_rule():
         StateEvolution(outer_product(1), 1.0, samples=64, estimator="cross")
     with pytest.raises(ParameterError, match="point_sets"):
         LaplaceQMCRule(point_sets=0)
+
+
+def test_monte_carlo_design_batches_the_standard_error_by_point_set(attention):
+    """Samples sharing a point set share its errors: with plain Monte-Carlo samples the
+    stated error comes from the 16 point-set means, not from the per-sample spread (which
+    the review measured 1.3-2x too small in variance)."""
+    se = _se(attention, 64, sampling="monte-carlo")
+    assert se.error_groups == 16 and se.tail_multiple(2.0) == tail_multiple(2.0, 16)
+    v = np.arange(64.0) ** 2
+    groups = np.array([v[k::16].mean() for k in range(16)])
+    assert se.sample_mean_stderr(v)[1] == pytest.approx(groups.std(ddof=1) / 4)
+    # without point sets (a deterministic design) the per-sample spread stays
+    plain = StateEvolution(outer_product(1), 1.0, samples=64, sampling="monte-carlo")
+    assert plain.error_groups is None
+
+
+def test_point_sets_must_align_with_the_scramblings(attention):
+    rule = dataclasses.replace(NOISE_SE_RULE, point_sets=4)
+    with pytest.raises(ParameterError, match="multiple of scrambles"):
+        _se(attention, 64, rule=rule)
+    assert _se(attention, 64, rule=dataclasses.replace(rule, point_sets=32)).error_groups == 16
+
+
+def test_warm_up_stage_swaps_the_noisy_rule_and_restores_it(attention):
+    se = _se(attention, 64)
+    channel = se.channel
+    coarse = channel.rule.coarsened()
+    assert coarse.points == 32 and coarse.point_sets == channel.rule.point_sets
+    with se._stage(32, coarse):
+        assert se.channel.rule == coarse and se.samples == 32
+    assert se.channel is channel and se.samples == 64

@@ -51,8 +51,8 @@ def register_deep(aim_subparsers) -> None:
                    help="variance of the Gaussian noise on each output, in (0, inf)")
     p.add_argument("--samples", type=int_arg("--samples", low=100), default=1024,
                    help="frozen samples of the SE map (design: --sampling), an integer >= 100 "
-                        "(default 1024 = 16 x 2^6; ~15 ms each per map evaluation at depth 2, "
-                        "T = 2)")
+                        "(default 1024 = 16 x 2^6; each costs one Laplace-RQMC posterior integral "
+                        "per map evaluation)")
     add_sampling_option(p)
     p.add_argument("--seed", type=int_arg("--seed", low=0), default=0,
                    help="random seed of the SE samples, an integer >= 0 (default 0)")

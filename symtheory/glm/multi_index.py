@@ -839,7 +839,7 @@ class GaussianNoiseChannel(_OrthantChannel):
         self.components, self.points_used = comps, used
         #: per-scrambling sums (n, scrambles, 1 + P M): weight, then sum of w Z (index
         #: a M + m), one scale per sample -- E[Z|y] pooled over disjoint sets of
-        #: scramblings are independent given the proposal (:func:`pooled_means`)
+        #: scramblings are independent given the proposal (:func:`.laplace_qmc.pooled_mean`)
         self.last_scrambling_sums = sums
         method = (f"{self.method} by {rule.describe()}; error = 95% half-width over the "
                   f"scramblings; {comps.mean():.2f} components and {used.mean():.0f} points per "

@@ -354,6 +354,18 @@ class StateEvolution:
                 self.channel = self.channel.configured(
                     noise_variance, dataclasses.replace(self.channel.rule, point_sets=sets))
         self.estimator = estimator
+        # the groups of the standard error: samples sharing a point set share its errors
+        active = self._randomized_channel_rule() or (
+            self.feature_rule if reduced_rqmc else None)
+        point_sets = int(active.point_sets) if active is not None else 1
+        if self.scrambles is not None and point_sets > 1 and point_sets % self.scrambles:
+            raise ParameterError(
+                f"the rule's point_sets ({point_sets}) must be a multiple of scrambles "
+                f"({self.scrambles}): a scrambling of the samples must own its point sets, "
+                "or its mean shares errors with another's and the standard error is too small")
+        #: groups whose means give the standard error: the scramblings (RQMC), the point
+        #: sets of the channel rule (plain Monte Carlo with point sets), or None (samples)
+        self.error_groups = self.scrambles or (point_sets if point_sets > 1 else None)
 
     # ------------------------------------------------------------------ map
     def _check_Q(self, Q):
@@ -474,8 +486,9 @@ class StateEvolution:
         units of ``V^{-1} = (rho - Q)^{-1}``, the scale that bounds both means (each lies
         between 0 and ``V^{-1}``), so it means the same at every ``alpha`` -- also where
         ``Q_hat -> 0`` (small ``alpha``), where a relative difference divides by ~0.
-        Consistent with 0 within its Monte-Carlo error (about ``max stderr / (alpha
-        ||V^{-1}||)``)."""
+        Consistent with 0 within its sampling error (about ``max stderr / (alpha
+        ||V^{-1}||)``) -- except under the ``'cross'`` estimator, where ``E(-dg)`` keeps
+        the cheap rule's ratio bias of second moments (not used for ``Q_hat``)."""
         alpha = self.alpha if alpha is None else alpha
         g, dg = self.gout(Q)
         halves = self.gout_halves(Q) if self.estimator == "cross" else None
@@ -518,11 +531,12 @@ class StateEvolution:
         the per-scrambling means over sqrt(scrambles) (the per-sample spread would count
         the variance the low-discrepancy points remove); plain Monte Carlo, or a prefix
         too short to hold two points of every scrambling: the per-sample spread over
-        sqrt(n)."""
+        sqrt(n).  Plain Monte Carlo with a channel rule of several point sets: batch means
+        over the point sets (samples sharing a set share its errors)."""
         values = np.asarray(values, dtype=float)
         n = len(values)
         mean = values.mean(axis=0)
-        B = self.scrambles
+        B = self.error_groups
         if B is None or n < 2 * B:
             return mean, values.std(axis=0, ddof=1) / np.sqrt(n)
         groups = np.arange(n) % B
@@ -533,7 +547,7 @@ class StateEvolution:
 
     def tail_multiple(self, sigmas):
         """:func:`~symtheory.glm.sampling.tail_multiple` for this SE's design."""
-        return tail_multiple(sigmas, self.scrambles)
+        return tail_multiple(sigmas, self.error_groups)
 
     def quadrature_qhat_error(self, Q):
         """Effect of the channel rule's refinement on ``Q_hat`` at ``Q``, in sampling

@@ -126,6 +126,15 @@ def _rule(args):
     return TensorRule(args.quadrature or "gauss-hermite", args.quadrature_nodes or 30, 6.0)
 
 
+def _rule_in_use(se) -> str:
+    """What integrated the channel in the SE ``se``: its feature rule (a reduced link), the
+    channel's rule, or the channel default, described."""
+    for rule in (getattr(se, "feature_rule", None), getattr(se.channel, "rule", None)):
+        if rule is not None and hasattr(rule, "describe"):
+            return rule.describe()
+    return "channel default"
+
+
 def _overlap_text(text: str):
     """``"Q11,Q12;Q21,Q22"`` -> rows of floats: finite, square and symmetric (parse time;
     the size and the eigenvalues are checked against the model later)."""
@@ -224,7 +233,8 @@ def cmd_se(args) -> int:
                                           else res.channel_qhat_error)
     meta = {"model": model.description, "samples": args.samples,
             **design_record(args.sampling), "seed": args.seed,
-            "quadrature": rule.describe() if rule else "channel default", "noise_variance": noise,
+            "quadrature": _rule_in_use(se), "estimator": se.estimator,
+            "noise_variance": noise,
             "side_information": lam, "start": args.start, "damping": args.damping,
             "normalization": NORMALIZATION,
             "stderr": "Q*_stderr: standard error of the fixed point from the frozen samples "
@@ -386,7 +396,10 @@ SE_COLUMNS = (
     "the quadrature nodes per axis; other tensor rules: change against half the nodes, an "
     "over-estimate; a noisy link with >= 3 non-affine indices: the 95% half-width over "
     "the RQMC scramblings; log Z absolute, means in prior standard deviations): above ~1e-2 "
-    "the quadrature, not the Monte Carlo, limits a sample's moments; "
+    "the quadrature, not the Monte Carlo, limits a sample's moments -- except under "
+    "--noise, whose 'cross' estimator (estimator in the parameters) takes per-sample "
+    "errors up to ~0.25 by design: they enter Q_hat linearly and are counted in "
+    "Q*_stderr; "
     "channel_qhat_error = that refinement's change of Q_hat at the fixed point in Q_hat's "
     "sampling standard errors (max over entries; NaN where there is no refinement, "
     "e.g. a noisy link's RQMC rule): what the SE sees of the quadrature.  It is a bias, "

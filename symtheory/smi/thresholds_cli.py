@@ -374,7 +374,8 @@ def _add_numerics(p, target_error=None) -> None:
     p.add_argument("--weak-only", action="store_true", help="skip the staircase (attention)")
     p.add_argument("--staircase-samples", type=int_arg("--staircase-samples", low=64,
                                                       high=10 ** 7),
-                   default=4096, help="randomized-QMC samples of the staircase map, an integer "
+                   default=4096, help="frozen samples of the staircase map (randomized QMC; the "
+                                      "grand staircase's design: --sampling), an integer "
                                       ">= 64 (default 4096)")
     add_seed(p, help="random seed of the staircase samples, an integer >= 0")
 
