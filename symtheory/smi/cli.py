@@ -239,7 +239,9 @@ def cmd_se(args) -> int:
             "normalization": NORMALIZATION,
             "stderr": "Q*_stderr: standard error of the fixed point from the frozen samples "
                       "(rqmc: spread of the per-scrambling means, a t quantity with "
-                      "scrambles - 1 degrees of freedom; monte-carlo: per-sample spread), "
+                      "scrambles - 1 degrees of freedom; monte-carlo: per-sample spread, or "
+                      "under --noise the spread of the means over the channel rule's "
+                      "point sets), "
                       "propagated through the linearized SE map; errors: Monte-Carlo "
                       "standard errors of their own --error-samples draws",
             "free_entropy": "Phi = -Tr(Q Q_hat)/2 + psi_P(Q_hat) + alpha Psi_out(Q) (smi.md 4); "
