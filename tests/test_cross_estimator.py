@@ -123,3 +123,28 @@ def test_warm_up_stage_swaps_the_noisy_rule_and_restores_it(attention):
     with se._stage(32, coarse):
         assert se.channel.rule == coarse and se.samples == 32
     assert se.channel is channel and se.samples == 64
+
+
+def test_new_helpers_refuse_bad_input_by_name():
+    sums = np.ones((3, 8, 5))
+    for bad, match in (((sums, [8]), "scramblings"), ((sums, [0, 0]), "scramblings"),
+                       ((sums, []), "scramblings"), ((np.ones((3, 8)), [0]), "sums")):
+        with pytest.raises(ParameterError, match=match):
+            pooled_mean(*bad)
+    with pytest.raises(ParameterError, match="sums"):
+        independent_half_means(np.ones((3, 1, 5)))
+    for sigmas in (0.0, -1.0, float("nan"), float("inf"), True):
+        with pytest.raises(ParameterError, match="sigmas"):
+            tail_multiple(sigmas, 16)
+    from symtheory.glm.sampling import design_record
+
+    assert design_record("rqmc") == {"sampling": "rqmc", "scrambles": 16}
+    with pytest.raises(ParameterError, match="sampling"):
+        design_record("sobol")
+    rule = dataclasses.replace(NOISE_SE_RULE, point_sets=4)
+    for k in (-1, 4, 1.5):
+        with pytest.raises(ParameterError, match="point_set"):
+            rule.normal_points(2, 4, k)
+    # the points of set 0 are the rule's seed itself (results of one set reproduce)
+    assert np.array_equal(rule.normal_points(2, 4, 0),
+                          dataclasses.replace(rule, point_sets=1).normal_points(2, 4))

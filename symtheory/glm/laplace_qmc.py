@@ -128,6 +128,10 @@ class LaplaceQMCRule:
         ``k > 0``: an independent randomization, from ``SeedSequence([seed, 2, k])``."""
         from ..core.quadrature import scrambled_sobol_normals
 
+        if isinstance(point_set, bool) or not isinstance(point_set, (int, np.integer)) or \
+                not 0 <= point_set < self.point_sets:
+            raise ParameterError(f"point_set must be an integer in [0, {self.point_sets - 1}] "
+                                 f"(point_sets = {self.point_sets}), got {point_set!r}")
         # tagged 2: apart from the SE's own design, SeedSequence([seed, 1])
         seed = (self.seed if point_set == 0 else
                 np.random.SeedSequence([self.seed, 2, point_set]))
@@ -200,8 +204,14 @@ def flip_patterns(model, coords) -> np.ndarray:
 
 def pooled_mean(sums, scramblings) -> np.ndarray:
     """``E[z]`` pooled over ``scramblings`` (indices) from per-scrambling ``sums``
-    ``(n, R, 1 + d)`` (weight sum, then sums of ``w z``): ``sum_r S1_r / sum_r S0_r``."""
+    ``(n, R, 1 + d)`` (weight sum, then sums of ``w z``): ``sum_r S1_r / sum_r S0_r``;
+    NaN for a sample whose selected weights sum to 0."""
+    sums = _check_sums(sums, 1)
     sel = np.asarray(scramblings)
+    if sel.ndim != 1 or not sel.size or not np.issubdtype(sel.dtype, np.integer) or \
+            sel.min() < 0 or sel.max() >= sums.shape[1] or len(set(sel.tolist())) < sel.size:
+        raise ParameterError(f"scramblings must be distinct indices in [0, {sums.shape[1] - 1}], "
+                             f"got {scramblings!r}")
     num = sums[:, sel, 1:].sum(axis=1)
     den = sums[:, sel, 0].sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -218,5 +228,13 @@ def independent_half_means(sums):
     64 / 128 points were not ratio bias but the correlation of one shared point set's
     errors across samples: with a point set per SE scrambling, 128 points agree with
     1024 within the standard error, NOISE_SE_RULE.)"""
-    R = sums.shape[1]
+    R = _check_sums(sums, 2).shape[1]
     return pooled_mean(sums, np.arange(0, R, 2)), pooled_mean(sums, np.arange(1, R, 2))
+
+
+def _check_sums(sums, min_scrambles):
+    sums = np.asarray(sums, dtype=float)
+    if sums.ndim != 3 or sums.shape[1] < min_scrambles or sums.shape[2] < 2:
+        raise ParameterError(f"sums must be per-scrambling sums of shape (n, R >= "
+                             f"{min_scrambles}, 1 + d >= 2), got shape {sums.shape}")
+    return sums

@@ -8,6 +8,10 @@ StateEvolution` from :func:`~symtheory.core.quadrature.scrambled_sobol_normals`.
 """
 from __future__ import annotations
 
+import math
+
+from ..core.validate import ParameterError
+
 #: independent scramblings of the default RQMC design: 15 degrees of freedom for the
 #: standard error (its own relative error ~ 1/sqrt(30) = 18%), while each scrambling keeps
 #: samples/16 points (the QMC gain grows with the points per scrambling)
@@ -26,10 +30,13 @@ def tail_multiple(sigmas: float, scrambles: int | None) -> float:
     ``scrambles`` randomizations: the error is estimated from that many means, so the
     Student-t quantile with ``scrambles - 1`` degrees of freedom (16: 4 -> 5.48,
     3 -> 3.59, 2 -> 2.18)."""
+    if isinstance(sigmas, bool) or not (isinstance(sigmas, (int, float))
+                                        and math.isfinite(sigmas) and sigmas > 0):
+        raise ParameterError(f"sigmas must be a finite number > 0, got {sigmas!r}")
     if scrambles is None:
         return float(sigmas)
     if isinstance(scrambles, bool) or int(scrambles) != scrambles or scrambles < 2:
-        raise ValueError(f"scrambles must be an integer >= 2 or None, got {scrambles!r}")
+        raise ParameterError(f"scrambles must be an integer >= 2 or None, got {scrambles!r}")
     from scipy.stats import norm, t
 
     return float(t.isf(norm.sf(sigmas), int(scrambles) - 1))
@@ -53,5 +60,7 @@ def add_sampling_option(parser, *, applies_to: str = "") -> None:
 def design_record(sampling: str) -> dict:
     """What an output's parameters record about the design: ``sampling`` and
     ``scrambles`` (None for plain Monte Carlo)."""
+    if sampling not in ("rqmc", "monte-carlo"):
+        raise ParameterError(f"sampling must be 'rqmc' or 'monte-carlo', got {sampling!r}")
     return {"sampling": sampling,
             "scrambles": DEFAULT_SCRAMBLES if sampling == "rqmc" else None}
