@@ -125,6 +125,57 @@ def test_warm_up_stage_swaps_the_noisy_rule_and_restores_it(attention):
     assert se.channel is channel and se.samples == 64
 
 
+def test_randomized_warm_up_ladder_and_its_fixed_point(attention, monkeypatch):
+    """With a randomized rule the warm-up is the first m samples, then samples/4 -- not all
+    of them -- on the coarsened rule (its own random errors put its all-sample fixed point
+    no closer to the full map's than a subset's), and the full map starts with Newton.
+    The full map is evaluated only on all samples with the full rule, and lands on the
+    fixed point a run without warm-up finds: two points of one map with residuals r1, r2
+    are within (r1 + r2) / (1 - lambda) of each other (lambda: the Jacobian's spectral
+    radius there), here doubled for the Jacobian's difference error."""
+    import symtheory.glm.se as se_module
+
+    monkeypatch.setattr(se_module, "WARMUP_MIN_SAMPLES", 16)
+    seen = []
+    se = _se(attention, 256)
+    inner = se._posterior_moments
+
+    def spy(Q, include_jacobian):
+        seen.append((se.samples, se.channel.rule.points))
+        return inner(Q, include_jacobian)
+
+    se._posterior_moments = spy
+    staged = se.solve()
+    assert set(seen) == {(16, 32), (64, 32), (256, 128)}
+    assert "16 samples" in staged.message and "64 samples" in staged.message
+    direct = _se(attention, 256).solve(warmup=None)
+    assert staged.converged and direct.converged
+    J = se.map_jacobian(staged.Q)
+    lam = float(np.max(np.abs(np.linalg.eigvals(J))))
+    assert lam < 0.95
+    bound = 2 * (staged.residual + direct.residual) / (1 - lam)
+    assert np.max(np.abs(staged.Q - direct.Q)) <= bound
+
+
+def test_free_entropy_at_the_fixed_point_reuses_its_channel_pass(attention):
+    """Psi_out at the Q just solved is the last channel pass (a full pass over the samples
+    each time otherwise); at another Q the channel runs again."""
+    se = _se(attention, 64)
+    r = se.solve()
+    calls = []
+    moments = se.channel.moments
+
+    def counted(*a, **k):
+        calls.append(1)
+        return moments(*a, **k)
+
+    se.channel.moments = counted
+    phi, phi_se = se.free_entropy(r.Q)
+    assert np.isfinite(phi) and np.isfinite(phi_se) and not calls
+    se.free_entropy(0.5 * r.Q)
+    assert len(calls) == 1
+
+
 def test_new_helpers_refuse_bad_input_by_name():
     sums = np.ones((3, 8, 5))
     for bad, match in (((sums, [8]), "scramblings"), ((sums, [0, 0]), "scramblings"),

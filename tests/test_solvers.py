@@ -109,6 +109,54 @@ def test_newton_polish_removes_critical_slowing_down():
     assert r.converged and r.iterations <= 3 and abs(r.value - 0.3) <= 1.3e-8
 
 
+def test_jacobian_is_reused_within_its_smallest_probe_and_recomputed_beyond():
+    """The stability check right after a Newton step reuses the Newton Jacobian when the
+    step is shorter than its smallest difference probe (|x' - x| <= h): the change of the
+    Jacobian, O(h F''), is then within its own truncation error.  A linear contraction in
+    2-D (differences exact at any h, Newton exact in one step) from 0.05 off its fixed
+    point: with h = 0.1 that costs start + 2 probes + Newton point = 4 evaluations; with
+    h = 1e-6 the check differences again, 6."""
+    A = np.array([[0.5, 0.1], [0.2, 0.3]])
+    x_star = np.array([0.3, 0.2])
+    F = lambda v: x_star + A @ (v - x_star)  # noqa: E731
+    # tol 1e-9: one Newton step reaches it at either h (at h = 1e-6 rounding leaves the
+    # differences ~1e-10 off, and the step lands ~5e-12 off)
+    runs = {h: fixed_point(F, x_star + 0.05, adaptive=False, newton_below=1.0, tol=1e-9,
+                           stability=True, jacobian_step=h) for h in (0.1, 1e-6)}
+    for r in runs.values():
+        assert r.converged and r.stable and np.max(np.abs(r.value - x_star)) < 1e-9
+        assert np.max(np.abs(r.jacobian - A)) < 1e-8
+    assert (runs[0.1].evaluations, runs[0.1].jacobian_reuses) == (4, 1)
+    assert (runs[1e-6].evaluations, runs[1e-6].jacobian_reuses) == (6, 0)
+
+
+def test_reused_jacobian_is_within_the_difference_error_of_the_slope():
+    """On a curved map the reused Jacobian is one measured within h of the fixed point,
+    so it is off the slope there by at most its forward-difference error plus the
+    change over h: F = 0.5 x + 0.1 x^2 + 0.3 (fixed point 0.69722, F' = 0.5 + 0.2 x,
+    F'' = 0.2): |J - F'(x*)| <= 0.1 h + 0.2 h.  Reuse across Newton steps shorter than
+    h makes them chord steps; the fixed point is the same to the tolerance."""
+    F = lambda v: 0.5 * v + 0.1 * v * v + 0.3  # noqa: E731
+    x_star = (0.5 - math.sqrt(0.25 - 0.12)) / 0.2
+    h = 0.1
+    r = fixed_point(F, 0.6, adaptive=False, newton_below=1.0, tol=1e-12, stability=True,
+                    jacobian_step=h)
+    assert r.converged and r.stable and abs(r.value - x_star) < 1e-10
+    assert r.jacobian_reuses >= 1
+    assert abs(float(r.jacobian[0, 0]) - (0.5 + 0.2 * x_star)) <= 0.3 * h
+
+
+def test_difference_jacobian_reports_its_probes():
+    """``probes`` receives max|x_probe - x| of each difference taken: the step, or the
+    share of the distance to the boundary next to it."""
+    probes = []
+    difference_jacobian(lambda v: v ** 2, np.array([0.5, 0.999]), step=1e-3,
+                        domain=lambda v: bool(np.all(v < 1.0)), boundary_fraction=0.125,
+                        probes=probes)
+    assert probes[0] == pytest.approx(1e-3, rel=1e-9)
+    assert probes[1] == pytest.approx(0.125 * 1e-3, rel=1e-6)
+
+
 def test_newton_approaches_a_fixed_point_on_the_boundary_by_the_fraction_rule():
     """``F(v) = 1 - 0.98 (1 - v)`` on ``0 <= v < 1``: the fixed point 1 is the boundary
     itself (perfect recovery), reached geometrically by the iteration (ratio 0.98: ~1100

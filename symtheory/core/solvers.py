@@ -59,6 +59,7 @@ class SolverResult:
     stable: bool | None = None    # fixed_point(stability=True): no Jacobian eigenvalue > 1
     escapes: int = 0              # unstable fixed points left along their unstable direction
     jacobian: np.ndarray | None = field(default=None, repr=False)
+    jacobian_reuses: int = 0      # difference Jacobians reused within their probe radius
 
     def __repr__(self):
         v = self.value if np.ndim(self.value) == 0 else np.asarray(self.value).tolist()
@@ -129,7 +130,7 @@ STABILITY_MARGIN = 1e-6
 
 def difference_jacobian(F: Callable, x, fx=None, *, step: float = 1e-6,
                         domain: Callable | None = None, directions=None,
-                        boundary_fraction: float = 0.125):
+                        boundary_fraction: float = 0.125, probes: list | None = None):
     """Jacobian ``dF/dx`` of a map of a flat vector by one-sided differences.
 
     Column ``j`` is the difference quotient along the direction ``d_j`` (columns of
@@ -151,7 +152,8 @@ def difference_jacobian(F: Callable, x, fx=None, *, step: float = 1e-6,
     directions, ``J = [dF(d_1) ... dF(d_k)] D^{-1}``; directions other than the unit
     vectors let every difference stay inside a domain (e.g. positive semidefinite
     matrices at 0, where no off-diagonal unit step is allowed).  Returns ``None`` if a
-    direction leaves the domain both ways.
+    direction leaves the domain both ways.  ``probes``: a list that receives the max-norm
+    of each difference taken, ``max|x_probe - x|``.
     """
     if not (0 < boundary_fraction <= 0.5):
         raise ParameterError(f"boundary_fraction must be in (0, 0.5], got {boundary_fraction}")
@@ -183,6 +185,8 @@ def difference_jacobian(F: Callable, x, fx=None, *, step: float = 1e-6,
                 if taken == 0.0:
                     continue
                 cols.append((np.asarray(F(xp), dtype=float).ravel() - fx) / taken)
+                if probes is not None:
+                    probes.append(float(np.max(np.abs(xp - x))))
                 break
         else:
             return None
@@ -241,6 +245,10 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     each further escape.
     ``maxiter`` bounds each run between kicks.
 
+    **Jacobian reuse**: a Jacobian asked for within the smallest difference probe of the
+    last one (``max|x' - x| <= h``) is that one (its change is within its own truncation
+    error); ``jacobian_reuses`` counts them.
+
     The result reports ``value, converged, iterations, residual, message``,
     ``evaluations`` of ``F``, ``stable`` (``None`` when not checked), ``escapes`` and the
     Jacobian at the returned point (flattened coordinates) when computed.  ``callback(
@@ -270,11 +278,27 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     def inside(v):
         return domain is None or bool(domain(shaped(v)))
 
+    last_jacobian = None          # (point, J, reuse radius)
+    reuses = 0
+
     def jacobian(v, fv):
-        return difference_jacobian(Fv, v, fv, step=jacobian_step,
-                                   domain=None if domain is None else inside,
-                                   directions=jacobian_directions,
-                                   boundary_fraction=jacobian_boundary_fraction)
+        # A difference Jacobian is exact only to its truncation error, O(h F''); at a point
+        # closer to the last one than its smallest probe (|x' - x| <= h) the change of the
+        # Jacobian, O(|x' - x| F''), is within that error, so the last one is reused: the
+        # stability check right after a Newton step (a step of ~ the residual) costs no
+        # map evaluations (each is a full pass over the frozen samples of an SE)
+        nonlocal last_jacobian, reuses
+        if last_jacobian is not None and last_jacobian[0].shape == v.shape and \
+                float(np.max(np.abs(v - last_jacobian[0]))) <= last_jacobian[2]:
+            reuses += 1
+            return last_jacobian[1]
+        probes = []
+        J = difference_jacobian(Fv, v, fv, step=jacobian_step,
+                                domain=None if domain is None else inside,
+                                directions=jacobian_directions,
+                                boundary_fraction=jacobian_boundary_fraction, probes=probes)
+        last_jacobian = None if J is None else (v.copy(), J, min(probes, default=0.0))
+        return J
 
     x = np.asarray(x0, dtype=float).ravel().copy()
     if not inside(x):
@@ -363,6 +387,7 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
         warnings.warn(f"{name}: {msg}", ConvergenceWarning, stacklevel=2)
     result = SolverResult(_out(shaped(value)), converged, total, res, "fixed-point", msg, history)
     result.evaluations, result.stable, result.escapes, result.jacobian = evaluations, stable, escapes, J
+    result.jacobian_reuses = reuses
     return result
 
 
