@@ -183,6 +183,50 @@ class LinearizedOperator:
 
 
 # ---------------------------------------------------------------------- reduced channels
+@dataclass(frozen=True)
+class PeakTensorRule:
+    """The peak-following mixture rule of :mod:`._posterior_rules` for a reduced link: the
+    Gaussian marginal of the free rows (weight ``prior_weight``) plus Gaussians at up to
+    ``max_peaks`` maxima of the integrand (Newton from given starts and the best prior
+    nodes; covariance ``inflate^2 (-H + prior precision)^{-1}``), each integrated by
+    ``tensor``.  Exact for any mixture (the peaks make ``pi / q`` smooth where the free
+    rows' posterior is far narrower than their prior, e.g. both layers nearly known);
+    ``refined`` / ``coarsened`` change the nodes per component, so the a-posteriori error
+    estimates of :class:`~symtheory.core.quadrature.TensorRule` carry over."""
+
+    tensor: TensorRule = field(default_factory=lambda: TensorRule("gauss-hermite", 15))
+    max_peaks: int = 2
+    inflate: float = 1.5
+    prior_weight: float = 0.1
+
+    def __post_init__(self):
+        if not isinstance(self.tensor, TensorRule):
+            raise ParameterError(f"tensor must be a TensorRule, got {self.tensor!r}")
+        if isinstance(self.max_peaks, bool) or int(self.max_peaks) != self.max_peaks or \
+                self.max_peaks < 1:
+            raise ParameterError(f"max_peaks must be an integer >= 1, got {self.max_peaks!r}")
+        if not self.inflate >= 1:
+            raise ParameterError(f"inflate must be >= 1, got {self.inflate}")
+        if not 0 < self.prior_weight < 1:
+            raise ParameterError(f"prior_weight must be in (0, 1), got {self.prior_weight}")
+
+    @property
+    def n(self) -> int:
+        return self.tensor.n
+
+    def refined(self, factor: float = 2.0):
+        return PeakTensorRule(self.tensor.refined(factor), self.max_peaks, self.inflate,
+                              self.prior_weight)
+
+    def coarsened(self):
+        return PeakTensorRule(self.tensor.coarsened(), self.max_peaks, self.inflate,
+                              self.prior_weight)
+
+    def describe(self) -> str:
+        return (f"peak-following mixture (prior + up to {self.max_peaks} Newton peaks, "
+                f"{self.tensor.describe()} each)")
+
+
 class ReducedPosterior:
     """Posterior moments of a reduced deterministic link in inversion-feature coordinates.
 
@@ -306,7 +350,11 @@ class ReducedPosterior:
 
         ``omega (n, P, M)``, ``V`` (P x P, positive definite).  ``max_peaks > 0`` turns
         on the peak-following mixture rule (``starts (n, k, p_free M)``: points in
-        ``u``, e.g. the true free rows of a generated sample)."""
+        ``u``, e.g. the true free rows of a generated sample); a :class:`PeakTensorRule`
+        as ``rule`` gives it its tensor rule and settings."""
+        if isinstance(rule, PeakTensorRule):
+            max_peaks, inflate, prior_weight = rule.max_peaks, rule.inflate, rule.prior_weight
+            rule = rule.tensor
         P, M = self.P, self.M
         free, solved = list(self.free_rows), list(self.solved_rows)
         omega = np.ascontiguousarray(omega, dtype=float)

@@ -198,12 +198,14 @@ def cmd_se(args) -> int:
               "free_entropy_stderr", "converged", "stable", "iterations", "residual",
               "nishimori_gap", "channel_error", "channel_qhat_error"):
         cols[k] = []
+    rules_used = {}       # a reduced link may switch to the peak-following rule per alpha
     for alpha in progress_bar(alphas, desc="SE", enabled=not args.quiet):
         se = StateEvolution(model, alpha, samples=args.samples, seed=args.seed,
                             noise_variance=noise, rule=rule, side_information=lam,
                             sampling=args.sampling)
         # the inner bar counts SE iterations (of the budget): one alpha point can take minutes
         res = se.solve(Q0, damping=args.damping, max_iter=args.max_iter, progress=not args.quiet)
+        rules_used.setdefault(_rule_in_use(se), []).append(alpha)
         cols["alpha"].append(alpha)
         for a, b in names:
             cols[f"Q{a + 1}{b + 1}"].append(float(res.Q[a, b]))
@@ -233,7 +235,10 @@ def cmd_se(args) -> int:
                                           else res.channel_qhat_error)
     meta = {"model": model.description, "samples": args.samples,
             **design_record(args.sampling), "seed": args.seed,
-            "quadrature": _rule_in_use(se), "estimator": se.estimator,
+            "quadrature": (next(iter(rules_used)) if len(rules_used) == 1 else
+                           "; ".join(f"{r} at alpha = {', '.join(f'{a:g}' for a in al)}"
+                                     for r, al in rules_used.items())),
+            "estimator": se.estimator,
             "noise_variance": noise,
             "side_information": lam, "start": args.start, "damping": args.damping,
             "normalization": NORMALIZATION,
@@ -409,8 +414,12 @@ SE_COLUMNS = (
     "root for --sampling monte-carlo, faster for rqmc).  Below "
     "~0.3 it adds under 5% to the error bar (added in quadrature); between 0.3 and 1 "
     "widen the error bar by it; above 1 the quadrature limits the result -- a finer "
-    "--quadrature-nodes helps where the rule converges (not for a posterior much "
-    "narrower than the prior, e.g. skip 100 at alpha = 1).")
+    "--quadrature-nodes helps where the rule converges.  A noiseless reduced link whose "
+    "rule over the prior moves Q_hat by more than 0.3 of them at the first warm-up "
+    "stage's fixed point (a posterior much narrower than the prior, e.g. skip 100 at "
+    "alpha = 1) continues on a peak-following rule (Gauss-Hermite around Newton-located "
+    "maxima, half the nodes per component); quadrature in the parameters names the "
+    "rule used.")
 ERROR_COLUMNS = (
     "Columns: kind (bo: Bayes-optimal error, smi.md Eq. 11; plugin: prediction with the mean "
     "weights, smi.md 10.5); error, its Monte-Carlo stderr, samples; overlap = the matrix "
