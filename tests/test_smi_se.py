@@ -734,6 +734,8 @@ def test_peak_tensor_rule_refuses_bad_settings_by_name():
     with pytest.raises(ParameterError, match="PeakTensorRule"):
         StateEvolution(deep_attention(2, 2, 1, 1.0), 1.0, samples=64, noise_variance=0.1,
                        rule=rule)
+    with pytest.raises(ParameterError, match="peak_rule"):
+        StateEvolution(deep_attention(2, 2, 1, 1.0), 1.0, samples=64).solve(peak_rule="yes")
 
 
 @pytest.mark.parametrize("samples, warmup, expected", [

@@ -727,9 +727,10 @@ class StateEvolution:
         layers nearly known, e.g. skip 100 at alpha = 1) such a rule converges slowly:
         with ``peak_rule="auto"`` its effect on ``Q_hat`` is measured at the first warm-up
         stage's fixed point (change against 1.5x the nodes, in standard errors of all the
-        samples), and above :data:`PEAK_RULE_SWITCH` the later stages use the
-        peak-following :class:`~symtheory.glm.linearized.PeakTensorRule` (the message says
-        so; ``None`` keeps the rule given).
+        samples; on all of them when there is no subset stage), and above
+        :data:`PEAK_RULE_SWITCH` the later stages use the peak-following
+        :class:`~symtheory.glm.linearized.PeakTensorRule` (the message says so; ``None``
+        keeps the rule given).
 
         Stability: an even model keeps ``Q_ll = 0`` exactly, so a layer that decayed
         while another was being learned can sit on an *unstable* fixed point (the
@@ -746,6 +747,8 @@ class StateEvolution:
         from ..core.solvers import fixed_point
         from .laplace_qmc import LaplaceQMCRule
 
+        if peak_rule not in ("auto", None):
+            raise ParameterError(f"peak_rule must be 'auto' or None, got {peak_rule!r}")
         tol = self.default_tol if tol is None else tol
         P = self.model.P
         Q = self._check_Q(0.05 * np.eye(P) if Q0 is None else Q0)
@@ -820,12 +823,12 @@ class StateEvolution:
                     rule, coarse = self.feature_rule, self.feature_rule.coarsened()
         fp = iterate(q0, max(1, max_iter - done), warm_newton if stages else newton_below)
         fp.iterations += done
-        fp.message += switch_note
         if stages:
             fp.message += (f" in the final stage ({fp.iterations} iterations in all; warm-started "
                            "by " + ", then ".join(
                 f"{n} samples" + ("" if r is None else f" on {r.describe()}")
                 for n, r in stages) + ")")
+        fp.message += switch_note
         Q = self._from_free(fp.value)
         self.estimate_channel_error = True
         Qhat, se, gap = self.qhat(Q)
@@ -859,7 +862,7 @@ class StateEvolution:
         from .linearized import PeakTensorRule
 
         rule = getattr(self, "feature_rule", None)
-        if self.features is None or not isinstance(rule, TensorRule) or self.samples <= n:
+        if self.features is None or not isinstance(rule, TensorRule):
             return ""
         free = set(self.features.free_rows)
         at_zero = [g for g, even in self.model.even_groups.items()
