@@ -424,6 +424,9 @@ def test_public_facade():
      "--alpha-continuation applies to the grand staircase only"),
     (["--model", "attention", "--sampling", "monte-carlo"],
      "--sampling applies to the grand staircase only"),
+    # the default's value given explicitly is refused as well: it would not apply either
+    (["--model", "attention", "--sampling", "rqmc"],
+     "--sampling applies to the grand staircase only"),
     (["--model", "attention", "--skip", "0"], "--skip must be in (0, inf)"),
     (["--model", "attention", "--staircase-samples", "10"], "--staircase-samples"),
     (["--model", "attention", "--target-error", "0"], "--target-error must be in (0, inf)"),

@@ -42,13 +42,15 @@ def tail_multiple(sigmas: float, scrambles: int | None) -> float:
     return float(t.isf(norm.sf(sigmas), int(scrambles) - 1))
 
 
-def add_sampling_option(parser, *, applies_to: str = "") -> None:
+def add_sampling_option(parser, *, applies_to: str = "", given_only: bool = False) -> None:
     """``--sampling {rqmc, monte-carlo}``: the design of an SE's frozen samples, one
     meaning wherever the option appears (``applies_to``: a note on which computation of
-    the command it affects)."""
+    the command it affects).  ``given_only``: the parsed value is None unless the option
+    is given (the default is still rqmc), so a command can refuse it where it does not
+    apply."""
     note = f" ({applies_to})" if applies_to else ""
     parser.add_argument(
-        "--sampling", choices=("rqmc", "monte-carlo"), default="rqmc",
+        "--sampling", choices=("rqmc", "monte-carlo"), default=None if given_only else "rqmc",
         help=f"design of the SE's frozen samples{note}: rqmc (default; {DEFAULT_SCRAMBLES} "
              "independently scrambled Sobol sequences, standard errors from the spread of "
              "their means) or monte-carlo (pseudo-random draws, per-sample standard "

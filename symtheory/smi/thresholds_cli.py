@@ -126,9 +126,10 @@ def cmd_threshold(args) -> int:
     if args.alpha_continuation != "auto" and not grand:
         raise ParameterError("--alpha-continuation applies to the grand staircase only "
                              "(--grand-staircase, or attention at depth >= 3)")
-    if args.sampling != "rqmc" and not grand:
+    if args.sampling is not None and not grand:
         raise ParameterError("--sampling applies to the grand staircase only "
                              "(--grand-staircase, or attention at depth >= 3)")
+    args.sampling = args.sampling or "rqmc"      # the default where it applies
     want_stair = attention and not args.weak_only and not grand
     if want_stair and depth != 2:
         raise ParameterError("--depth must be 2 for the staircase row (smi.md 8.4); give "
@@ -425,7 +426,8 @@ def register_threshold(smi_subparsers) -> None:
                         "root is not a stable fixed point (auto), at every stage after the "
                         "first (always), or never (the stage is then flagged not converged)")
     add_sampling_option(p, applies_to="--grand-staircase; the two-layer staircase "
-                           "always uses its own randomized-QMC batch means")
+                           "always uses its own randomized-QMC batch means",
+                        given_only=True)
     add_output(p)
     p.set_defaults(func=cmd_threshold)
 
