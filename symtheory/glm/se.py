@@ -487,19 +487,16 @@ class StateEvolution:
     def _peak_starts(self, Z):
         """Starts of the peak search of a :class:`~symtheory.glm.linearized.PeakTensorRule`
         (``(n, k, p_free M)``): each sample's true free rows and their images under the
-        sign flip of every even group of free rows (a symmetry of the link, smi.md 2.2).
-        Starts only steer the proposal; the estimate is exact for any mixture."""
-        free = list(self.features.free_rows)
-        u = Z[:, free, :]
-        out = [u]
-        for group, even in self.model.even_groups.items():
-            if even and set(group) <= set(free):
-                flipped = u.copy()
-                for a in group:
-                    flipped[:, free.index(a)] *= -1
-                out.append(flipped)
-        n = len(Z)
-        return np.ascontiguousarray(np.stack([x.reshape(n, -1) for x in out], axis=1))
+        sign flips of the even groups of free rows and their products
+        (:func:`~symtheory.glm.laplace_qmc.flip_patterns`: symmetries of the link, smi.md
+        2.2).  Starts only steer the proposal; the estimate is exact for any mixture."""
+        from .laplace_qmc import flip_patterns
+
+        free, M = list(self.features.free_rows), self.model.M
+        u = Z[:, free, :].reshape(len(Z), -1)          # entry a_free M + m: Z[free[a], m]
+        flips = flip_patterns(self.model, [a * M + m for a in free for m in range(M)])
+        return np.ascontiguousarray(np.concatenate([u[:, None, :], u[:, None, :] * flips[None]],
+                                                   axis=1))
 
     def gout(self, Q):
         """``(g_out, dg_out)`` of the frozen samples at ``Q`` (smi.md Eq. 12); the last
@@ -717,7 +714,9 @@ class StateEvolution:
         integer, ``None`` = none), then on all of them with half the quadrature nodes per
         axis (a reduced link; a Laplace-RQMC rule, of a deep link or a noisy one: its
         :meth:`~symtheory.glm.laplace_qmc.LaplaceQMCRule.coarsened`, a quarter of the
-        points, in both stages) -- and only the last stage uses the full map.  The result is
+        points, in both stages, the second on samples / :data:`RANDOMIZED_COARSE_FRACTION`
+        only, and Newton tried from the start of every stage after the first) -- and only
+        the last stage uses the full map.  The result is
         the fixed point of the full map, converged by the same criterion; ``iterations``
         counts every stage and the message names them.  A warm-up stage runs at most half
         of the iterations left, so the full map always gets a share of ``max_iter``.
