@@ -417,9 +417,9 @@ SE_COLUMNS = (
     "--quadrature-nodes helps where the rule converges.  A noiseless reduced link whose "
     "rule over the prior moves Q_hat by more than 0.3 of them at the first warm-up "
     "stage's fixed point (a posterior much narrower than the prior, e.g. skip 100 at "
-    "alpha = 1) continues on a peak-following rule (Gauss-Hermite around Newton-located "
-    "maxima, half the nodes per component); quadrature in the parameters names the "
-    "rule used.")
+    "alpha = 1) continues on all samples with a peak-following rule (Gauss-Hermite around "
+    "Newton-located maxima, half the nodes per component, power-2 shares between the "
+    "components); quadrature in the parameters names the rule used.")
 ERROR_COLUMNS = (
     "Columns: kind (bo: Bayes-optimal error, smi.md Eq. 11; plugin: prediction with the mean "
     "weights, smi.md 10.5); error, its Monte-Carlo stderr, samples; overlap = the matrix "
