@@ -109,6 +109,27 @@ def test_newton_polish_removes_critical_slowing_down():
     assert r.converged and r.iterations <= 3 and abs(r.value - 0.3) <= 1.3e-8
 
 
+def test_truncation_is_the_distance_left_to_the_fixed_point():
+    """The residual tolerance bounds |F(x) - x|, which is (1 - lambda) times the distance
+    to the fixed point: on a slowly contracting linear map in 2-D (eigenvalues 0.99 and
+    0.5) the damped iteration stops ~1e-4 away while its residual is ~1e-6.  The reported
+    truncation, the Newton correction from the last iterate with the Jacobian of the
+    stability check, is that distance (Newton is exact on a linear map; the 1e-6 difference
+    steps round at ~1e-10 relative, amplified by (1 - 0.99)^-1: measured 5e-10, bound
+    1e-6), and None without a Jacobian."""
+    A = np.array([[0.99, 0.0], [0.3, 0.5]])
+    x_star = np.array([0.3, 0.2])
+    F = lambda v: x_star + A @ (v - x_star)  # noqa: E731
+    r = fixed_point(F, x_star + 0.05, adaptive=False, tol=1e-6, maxiter=5000,
+                    stability=True, warn=False)
+    assert r.converged and r.stable and r.residual <= 2e-6
+    dist = np.abs(r.value - x_star)
+    assert dist.max() > 20 * r.residual
+    np.testing.assert_allclose(r.truncation, dist, rtol=1e-6, atol=1e-14)
+    assert fixed_point(F, x_star + 0.05, adaptive=False, tol=1e-6, maxiter=5000,
+                       warn=False).truncation is None
+
+
 def test_jacobian_is_reused_within_its_smallest_probe_and_recomputed_beyond():
     """The stability check right after a Newton step reuses the Newton Jacobian when the
     step is shorter than its smallest difference probe (|x' - x| <= h): the change of the

@@ -60,6 +60,9 @@ class SolverResult:
     escapes: int = 0              # unstable fixed points left along their unstable direction
     jacobian: np.ndarray | None = field(default=None, repr=False)
     jacobian_reuses: int = 0      # difference Jacobians reused within their probe radius
+    # fixed_point with a Jacobian at the end: |x + (I - J)^{-1} (F(x) - x) - value| per
+    # coordinate, the distance from the value to the fixed point one Newton step predicts
+    truncation: np.ndarray | None = field(default=None, repr=False)
 
     def __repr__(self):
         v = self.value if np.ndim(self.value) == 0 else np.asarray(self.value).tolist()
@@ -250,8 +253,11 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     error); ``jacobian_reuses`` counts them.
 
     The result reports ``value, converged, iterations, residual, message``,
-    ``evaluations`` of ``F``, ``stable`` (``None`` when not checked), ``escapes`` and the
-    Jacobian at the returned point (flattened coordinates) when computed.  ``callback(
+    ``evaluations`` of ``F``, ``stable`` (``None`` when not checked), ``escapes``, the
+    Jacobian at the returned point (flattened coordinates) when computed, and with it
+    ``truncation``: the distance from ``value`` to the fixed point predicted by one Newton
+    step from the last iterate (the residual tolerance bounds ``|F(x) - x|``, which is
+    ``(1 - lambda)`` times that distance along an eigenvalue ``lambda`` of the Jacobian).  ``callback(
     iteration, x, residual)`` sees every iterate.  Non-convergence and an unstable
     result warn (:class:`ConvergenceWarning`) unless ``warn=False``.
     """
@@ -373,6 +379,15 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
         x = xk
     converged = status == "converged"
     value = fx if converged and inside(fx) else x
+    truncation = None
+    if J is not None:
+        # the residual tolerance bounds |F(x) - x|, not the distance to the fixed point:
+        # that is (I - J)^{-1} (F(x) - x), large where J has an eigenvalue near 1 (next to
+        # a fixed point on the domain's boundary the iterate approaches it geometrically)
+        try:
+            truncation = np.abs(x + np.linalg.solve(np.eye(x.size) - J, fx - x) - value)
+        except np.linalg.LinAlgError:
+            truncation = np.full(x.size, np.inf)
     if converged:
         msg = f"converged in {total} iterations (residual {res:.2e})"
     elif status == "not converged":
@@ -388,6 +403,7 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     result = SolverResult(_out(shaped(value)), converged, total, res, "fixed-point", msg, history)
     result.evaluations, result.stable, result.escapes, result.jacobian = evaluations, stable, escapes, J
     result.jacobian_reuses = reuses
+    result.truncation = truncation
     return result
 
 

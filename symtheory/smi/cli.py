@@ -247,7 +247,9 @@ def cmd_se(args) -> int:
                       "scrambles - 1 degrees of freedom; monte-carlo: per-sample spread, or "
                       "under --noise the spread of the means over the channel rule's "
                       "point sets), "
-                      "propagated through the linearized SE map; errors: Monte-Carlo "
+                      "propagated through the linearized SE map, combined in quadrature "
+                      "with the iteration's truncation error (Newton-predicted distance to "
+                      "the fixed point); errors: Monte-Carlo "
                       "standard errors of their own --error-samples draws",
             "free_entropy": "Phi = -Tr(Q Q_hat)/2 + psi_P(Q_hat) + alpha Psi_out(Q) (smi.md 4); "
                             "Psi_out is the log-density of y in the observed coordinates (of "
@@ -384,7 +386,9 @@ MODEL_FILE_HELP = ("--model-file PATH runs the Python file PATH, which must defi
 SE_COLUMNS = (
     "Columns (one row per alpha): alpha = n/d; Qab (a <= b) = entries of the overlap Q = "
     "W_hat W*^T/d at the fixed point; Qaa_stderr = their standard errors (of the frozen "
-    "samples' design, --sampling); "
+    "samples' design, --sampling, combined in quadrature with the iteration's truncation "
+    "error: the distance to the fixed point one Newton step predicts, which matters only "
+    "where the SE map's Jacobian has an eigenvalue near 1); "
     "bo_error, bo_stderr = Bayes-optimal generalization error (smi.md Eq. 11) and its "
     "standard error; plugin_error, plugin_stderr = error of the prediction with the mean "
     "weights (smi.md 10.5); free_entropy, free_entropy_stderr = Phi (smi.md 4); converged, "
