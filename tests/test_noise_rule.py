@@ -107,8 +107,10 @@ def test_stated_accuracy_and_escalation(model):
 @pytest.mark.slow
 def test_cli_acceptance(tmp_path):
     """Issue 9: `symtheory smi se --noise 0.1 --alpha 1.0` converges, in under 60 s on an
-    idle 2-core machine (numba cache warm; 48 s measured at 16384 samples: the per-point
-    helpers without reference counting, the warm-up ladder, Newton after it)."""
+    idle 2-core machine (numba cache warm; 48 s measured at 16384 samples on 2026-11-25: the
+    per-point helpers without reference counting, the warm-up ladder, Newton after it; on
+    2026-11-27's slower machine that was 62-65 s, and 41-42 s with the final stage starting
+    from the warm-up's Jacobian)."""
     env = dict(os.environ, PYTHONPATH=os.getcwd())
     cmd = [sys.executable, "-c", "import sys; from symtheory.cli import main; sys.exit(main())",
            "smi", "se", "--noise", "0.1", "--alpha", "1.0", "--quiet", "--format", "json"]

@@ -130,6 +130,29 @@ def test_truncation_is_the_distance_left_to_the_fixed_point():
                        warn=False).truncation is None
 
 
+def test_jacobian_start_is_used_as_a_chord_within_its_radius():
+    """A Jacobian handed over from a cheaper map (here the exact one, perturbed by 1%, as a
+    subset's would be) is used within its radius: Newton from 0.005 off the fixed point
+    of a linear 2-D contraction needs no difference probes -- start, then chord steps,
+    each contracting the error ~100-fold (|(I - J0)^-1 (J - J0)| ~ 0.01), to tol 1e-9 --
+    and the stability check reuses it at the end.  Beyond its radius, or without it, the
+    engine differences as before; a malformed one is refused by name."""
+    A = np.array([[0.5, 0.1], [0.2, 0.3]])
+    x_star = np.array([0.3, 0.2])
+    F = lambda v: x_star + A @ (v - x_star)  # noqa: E731
+    x0 = x_star + 0.005
+    kw = dict(adaptive=False, newton_below=1.0, tol=1e-9, stability=True)
+    seeded = fixed_point(F, x0, jacobian_start=(x0, 1.01 * A, 0.1), **kw)
+    assert seeded.converged and seeded.stable
+    assert np.max(np.abs(seeded.value - x_star)) < 1e-8
+    assert seeded.evaluations <= 5 and seeded.jacobian_reuses >= seeded.evaluations - 1
+    far = fixed_point(F, x0, jacobian_start=(x0 + 1.0, 1.01 * A, 0.1), **kw)
+    plain = fixed_point(F, x0, **kw)
+    assert far.evaluations == plain.evaluations > seeded.evaluations
+    with pytest.raises(ParameterError, match="jacobian_start"):
+        fixed_point(F, x0, jacobian_start=(x0, np.eye(3), 0.1), **kw)
+
+
 def test_jacobian_is_reused_within_its_smallest_probe_and_recomputed_beyond():
     """The stability check right after a Newton step reuses the Newton Jacobian when the
     step is shorter than its smallest difference probe (|x' - x| <= h): the change of the

@@ -209,7 +209,8 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
                 jacobian_boundary_fraction: float = 0.125, stability: bool = False,
                 kick: float = 0.05, max_kicks: int = 3, orientation: Callable | None = None,
                 callback: Callable | None = None, name: str = "fixed point",
-                keep_history: bool = False, warn: bool = True) -> SolverResult:
+                keep_history: bool = False, warn: bool = True,
+                jacobian_start: tuple | None = None) -> SolverResult:
     """Fixed point of ``x = F(x)`` (scalar or array ``x``): the package's one engine.
 
     **Damped iteration** ``x <- theta x + (1 - theta) F(x)`` (``damping`` = ``theta``, the
@@ -250,7 +251,10 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
 
     **Jacobian reuse**: a Jacobian asked for within the smallest difference probe of the
     last one (``max|x' - x| <= h``) is that one (its change is within its own truncation
-    error); ``jacobian_reuses`` counts them.
+    error); ``jacobian_reuses`` counts them.  ``jacobian_start = (point, J, radius)`` seeds
+    this with a Jacobian known at ``point`` and good within ``radius`` (e.g. the last one
+    of a cheaper map with the same limit, such as a state evolution on a subset of the
+    samples: Newton then converges with it as a chord method, the residual test unchanged).
 
     The result reports ``value, converged, iterations, residual, message``,
     ``evaluations`` of ``F``, ``stable`` (``None`` when not checked), ``escapes``, the
@@ -285,6 +289,14 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
         return domain is None or bool(domain(shaped(v)))
 
     last_jacobian = None          # (point, J, reuse radius)
+    if jacobian_start is not None:
+        point, J0, radius = jacobian_start
+        point, J0 = np.asarray(point, dtype=float).ravel(), np.asarray(J0, dtype=float)
+        if J0.shape != (point.size, point.size) or point.size != np.size(x0) or \
+                not (np.all(np.isfinite(J0)) and radius >= 0):
+            raise ParameterError(f"{name}: jacobian_start must be (point, J, radius >= 0) with "
+                                 f"a finite {np.size(x0)} x {np.size(x0)} J")
+        last_jacobian = (point.copy(), J0, float(radius))
     reuses = 0
 
     def jacobian(v, fv):

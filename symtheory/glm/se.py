@@ -767,7 +767,7 @@ class StateEvolution:
             next(bar_iter, None)
             trace.append({"iteration": len(trace) + 1, "Q": self._from_free(q), "residual": res})
 
-        def iterate(q0, maxiter, newton_below=newton_below):
+        def iterate(q0, maxiter, newton_below=newton_below, jacobian_start=None):
             return fixed_point(lambda q: self._to_free(self.step(self._from_free(q))),
                                q0, damping=damping, adaptive=False, tol=tol,
                                maxiter=maxiter, domain=lambda q: self._in_domain(self._from_free(q)),
@@ -776,7 +776,8 @@ class StateEvolution:
                                jacobian_boundary_fraction=self.boundary_fraction,
                                stability=True, kick=kick, max_kicks=max_kicks,
                                orientation=lambda v: float(np.sum(v[diag])), callback=record,
-                               name=f"state evolution at alpha={self.alpha:g}", warn=False)
+                               name=f"state evolution at alpha={self.alpha:g}", warn=False,
+                               jacobian_start=jacobian_start)
 
         self.psd_projections = 0
         self.estimate_channel_error = False
@@ -810,16 +811,24 @@ class StateEvolution:
         warm_newton = newton_below
         if isinstance(rule, LaplaceQMCRule) and newton_below > 0:
             warm_newton = max(newton_below, self.difference_step)
-        stages, switch_note = [], ""
+        # with a randomized rule a stage also starts from the last stage's Jacobian, good
+        # within the difference step: its map is smooth only to ~1e-4, so a difference
+        # Jacobian of the full map is itself off by ~1e-4 / 1e-2 relative, as much as the
+        # subset's is by its sampling noise, and its probes cost two full passes (of ~6
+        # for the whole final stage: --noise 0.1, alpha = 1, 16384 samples, 9 s each)
+        inherit = isinstance(rule, LaplaceQMCRule)
+        stages, switch_note, inherited = [], "", None
         for i, (n_stage, use_coarse) in enumerate(plan):
             stage_rule = coarse if use_coarse else rule
             # at most half of the iterations left: a stage that converges slowly (its
             # coarse map near a nearly known layer) must leave the full map its share
             with self._stage(n_stage, stage_rule):
                 first = iterate(q0, max(1, (max_iter - done) // 2),
-                                warm_newton if i else newton_below)
+                                warm_newton if i else newton_below, inherited)
             stages.append((n_stage, stage_rule))
             q0, done = first.value, done + first.iterations
+            if inherit and first.jacobian is not None:
+                inherited = (q0, first.jacobian, self.difference_step)
             if i == 0 and peak_rule == "auto":
                 switch_note = self._switch_to_peak_rule(self._from_free(q0), n_stage)
                 if getattr(self, "feature_rule", rule) is not rule:
@@ -830,7 +839,8 @@ class StateEvolution:
                     # to 1 - Q11 = 3e-6, then 21 full ones to 4e-4; measured)
                     rule, coarse = self.feature_rule, None
                     plan[i + 1:] = []
-        fp = iterate(q0, max(1, max_iter - done), warm_newton if stages else newton_below)
+        fp = iterate(q0, max(1, max_iter - done), warm_newton if stages else newton_below,
+                     inherited)
         fp.iterations += done
         if stages:
             fp.message += (f" in the final stage ({fp.iterations} iterations in all; warm-started "

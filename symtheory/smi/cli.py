@@ -199,6 +199,7 @@ def cmd_se(args) -> int:
               "nishimori_gap", "channel_error", "channel_qhat_error"):
         cols[k] = []
     rules_used = {}       # a reduced link may switch to the peak-following rule per alpha
+    reports = {}          # the solver's message per alpha (stages, escapes, error notes)
     for alpha in progress_bar(alphas, desc="SE", enabled=not args.quiet):
         se = StateEvolution(model, alpha, samples=args.samples, seed=args.seed,
                             noise_variance=noise, rule=rule, side_information=lam,
@@ -206,6 +207,7 @@ def cmd_se(args) -> int:
         # the inner bar counts SE iterations (of the budget): one alpha point can take minutes
         res = se.solve(Q0, damping=args.damping, max_iter=args.max_iter, progress=not args.quiet)
         rules_used.setdefault(_rule_in_use(se), []).append(alpha)
+        reports[f"{alpha:g}"] = res.message
         cols["alpha"].append(alpha)
         for a, b in names:
             cols[f"Q{a + 1}{b + 1}"].append(float(res.Q[a, b]))
@@ -239,6 +241,7 @@ def cmd_se(args) -> int:
                            "; ".join(f"{r} at alpha = {', '.join(f'{a:g}' for a in al)}"
                                      for r, al in rules_used.items())),
             "estimator": se.estimator,
+            "solver_reports": reports,
             "noise_variance": noise,
             "side_information": lam, "start": args.start, "damping": args.damping,
             "normalization": NORMALIZATION,
