@@ -331,7 +331,8 @@ def test_smi_se_sampling_designs_agree_and_are_recorded(tmp_path, capsys):
         assert params["sampling"] == sampling
         assert rows[sampling]["converged"] == "true"
         # the solver's own report of the point (stages, tolerance, error notes) is kept
-        assert params["solver_reports"]["0.8"].startswith("converged in ")
+        [report] = params["solver_reports"]
+        assert report["alpha"] == 0.8 and report["report"].startswith("converged in ")
     a, b = rows["rqmc"], rows["monte-carlo"]
     diff = abs(float(a["Q11"]) - float(b["Q11"]))
     assert diff <= 5 * math.hypot(float(a["Q11_stderr"]), float(b["Q11_stderr"])), (a, b)

@@ -157,6 +157,40 @@ def test_randomized_warm_up_ladder_and_its_fixed_point(attention, monkeypatch):
     assert np.max(np.abs(staged.Q - direct.Q)) <= bound
 
 
+def test_randomized_stages_hand_over_the_jacobian_where_it_was_computed(attention,
+                                                                        monkeypatch):
+    """Under a randomized rule each stage after the first gets the last Jacobian computed
+    before it (the engine's own point and probe radius, so a reused one keeps its point
+    instead of drifting with the stages); deterministic rules never do.  What the engine
+    does with it is tests/test_solvers.py's."""
+    import symtheory.core.solvers as solvers
+    import symtheory.glm.se as se_module
+
+    monkeypatch.setattr(se_module, "WARMUP_MIN_SAMPLES", 16)
+    calls = []
+    engine = solvers.fixed_point
+
+    def spy(*a, **k):
+        r = engine(*a, **k)
+        calls.append((k.get("jacobian_start"), r))
+        return r
+
+    monkeypatch.setattr(solvers, "fixed_point", spy)
+    se = _se(attention, 256)
+    se.solve()
+    assert len(calls) == 3 and calls[0][0] is None
+    for (start, _), (_, before) in zip(calls[1:], calls[:-1]):
+        if before.jacobian_point is None:
+            continue
+        point, J, radius = start
+        assert np.array_equal(point, before.jacobian_point) and J is before.jacobian
+        assert 0 < radius == before.jacobian_radius <= se.difference_step
+    assert any(start is not None for start, _ in calls[1:])
+    calls.clear()
+    StateEvolution(deep_attention(2, 2, 1, 1.0), 0.5, samples=2048, seed=0).solve()
+    assert calls and all(start is None for start, _ in calls)
+
+
 def test_free_entropy_at_the_fixed_point_reuses_its_channel_pass(attention):
     """Psi_out at the Q just solved is the last channel pass (a full pass over the samples
     each time otherwise); at another Q the channel runs again."""

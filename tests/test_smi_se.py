@@ -600,7 +600,9 @@ def test_cli_se_saturated_point_under_a_minute(alpha):
     """Acceptance (issue 9): `smi se --skip 100` at default settings, one alpha, a converged
     point with its accuracy stated (Q stderr, channel_error, channel_qhat_error) in under
     60 s on 2 cores.  channel_qhat_error <= 0.3: the quadrature adds under 5% to the
-    fixed point's Monte-Carlo error bar."""
+    fixed point's Monte-Carlo error bar.  The time holds for the default seed: at alpha = 1
+    the path to the boundary fixed point depends on the samples (seeds 1-3: 41, 23, 181 s,
+    seed 3 ending on a point still called unstable after 3 escapes; README)."""
     import time
 
     t0 = time.perf_counter()
@@ -714,7 +716,7 @@ def test_peak_rule_per_sample_accuracy_with_power_shares(Q):
     ref = run(PeakTensorRule(TensorRule("uniform", 201, 9.0), power=1.0, prior_weight=1e-3))
     got, finer = run(default), run(default.refined(1.5))
     assert change(got, ref) <= 1e-3 and change(got, finer) <= 1e-3
-    assert change(got, ref) <= 3 * change(got, finer) + 2e-4     # the estimate is honest
+    assert change(got, ref) <= 3 * change(got, finer) + 2e-5     # the estimate is honest
     if Q[1, 1] > 1 - 1e-6:
         assert change(run(PeakTensorRule(power=1.0, prior_weight=0.1)), ref) > 1e-2
 

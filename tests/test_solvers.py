@@ -149,8 +149,32 @@ def test_jacobian_start_is_used_as_a_chord_within_its_radius():
     far = fixed_point(F, x0, jacobian_start=(x0 + 1.0, 1.01 * A, 0.1), **kw)
     plain = fixed_point(F, x0, **kw)
     assert far.evaluations == plain.evaluations > seeded.evaluations
-    with pytest.raises(ParameterError, match="jacobian_start"):
-        fixed_point(F, x0, jacobian_start=(x0, np.eye(3), 0.1), **kw)
+    # the reported Jacobian is the seed, at the seed's own point (no drift to x0 + steps)
+    assert seeded.jacobian_seeded and not plain.jacobian_seeded
+    assert np.array_equal(seeded.jacobian_point, x0) and seeded.jacobian_radius == 0.1
+    np.testing.assert_array_equal(seeded.jacobian, 1.01 * A)
+    for bad in ((x0, np.eye(3), 0.1), (x0, 1.01 * A), (x0, 1.01 * A, "far"),
+                (x0 + np.nan, 1.01 * A, 0.1), (x0, 1.01 * A, np.inf), (x0, 1.01 * A, -1)):
+        with pytest.raises(ParameterError, match="jacobian_start"):
+            fixed_point(F, x0, jacobian_start=bad, **kw)
+
+
+def test_a_seed_near_marginal_does_not_decide_stability():
+    """A seed whose largest eigenvalue is above MARGINAL_EIGENVALUE (here it reads 1.02,
+    'unstable', for a map whose true eigenvalues are 0.58 and 0.22) still steers Newton,
+    but the stability verdict is the map's own: differenced, stable, no escape."""
+    from symtheory.core.solvers import MARGINAL_EIGENVALUE
+
+    A = np.array([[0.5, 0.1], [0.2, 0.3]])
+    x_star = np.array([0.3, 0.2])
+    F = lambda v: x_star + A @ (v - x_star)  # noqa: E731
+    x0 = x_star + 0.005
+    seed = np.diag([1.02, 0.3])
+    assert np.max(np.linalg.eigvals(seed).real) > MARGINAL_EIGENVALUE
+    r = fixed_point(F, x0, adaptive=False, newton_below=1.0, tol=1e-9, stability=True,
+                    jacobian_start=(x0, seed, 0.1), warn=False)
+    assert r.converged and r.stable and r.escapes == 0 and not r.jacobian_seeded
+    np.testing.assert_allclose(r.jacobian, A, atol=1e-8)
 
 
 def test_jacobian_is_reused_within_its_smallest_probe_and_recomputed_beyond():

@@ -63,6 +63,9 @@ class SolverResult:
     # fixed_point with a Jacobian at the end: |x + (I - J)^{-1} (F(x) - x) - value| per
     # coordinate, the distance from the value to the fixed point one Newton step predicts
     truncation: np.ndarray | None = field(default=None, repr=False)
+    jacobian_point: np.ndarray | None = field(default=None, repr=False)
+    jacobian_radius: float | None = None
+    jacobian_seeded: bool = False     # the reported Jacobian is jacobian_start's
 
     def __repr__(self):
         v = self.value if np.ndim(self.value) == 0 else np.asarray(self.value).tolist()
@@ -129,6 +132,10 @@ def positive_fixed_point(err: Callable[[float], float], hi: float = 1.0, *,
 # Largest real part of a Jacobian eigenvalue still called stable: the Jacobian is a
 # forward difference with step ~1e-6, accurate to ~1e-6 relative.
 STABILITY_MARGIN = 1e-6
+#: a Jacobian handed over from another map (fixed_point's jacobian_start) decides stability
+#: only while its largest real eigenvalue is at most this: a verdict near 1 needs the map's
+#: own Jacobian (a seed ~1% off moves an eigenvalue by ~0.01)
+MARGINAL_EIGENVALUE = 0.9
 
 
 def difference_jacobian(F: Callable, x, fx=None, *, step: float = 1e-6,
@@ -252,9 +259,15 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     **Jacobian reuse**: a Jacobian asked for within the smallest difference probe of the
     last one (``max|x' - x| <= h``) is that one (its change is within its own truncation
     error); ``jacobian_reuses`` counts them.  ``jacobian_start = (point, J, radius)`` seeds
-    this with a Jacobian known at ``point`` and good within ``radius`` (e.g. the last one
-    of a cheaper map with the same limit, such as a state evolution on a subset of the
-    samples: Newton then converges with it as a chord method, the residual test unchanged).
+    this with a Jacobian known at ``point`` and trusted within ``radius`` (``J`` is 1 x 1 for
+    a scalar map): the last one of a map that differs from ``F`` by less than ``F``'s own
+    difference Jacobian is accurate, e.g. a state evolution with a randomized quadrature
+    on a subset of its samples.  Newton steps then run as a chord method (the fixed point
+    is still ``F``'s: the residual test is unchanged); the stability verdict takes the
+    seed too unless its largest eigenvalue exceeds :data:`MARGINAL_EIGENVALUE` (then
+    ``F`` is differenced), and an escape drops it.  The result says where its
+    ``jacobian`` was computed (``jacobian_point``, ``jacobian_radius``) and whether it is
+    the seed (``jacobian_seeded``).
 
     The result reports ``value, converged, iterations, residual, message``,
     ``evaluations`` of ``F``, ``stable`` (``None`` when not checked), ``escapes``, the
@@ -288,26 +301,37 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     def inside(v):
         return domain is None or bool(domain(shaped(v)))
 
-    last_jacobian = None          # (point, J, reuse radius)
+    last_jacobian = None          # (point, J, reuse radius, seeded)
     if jacobian_start is not None:
-        point, J0, radius = jacobian_start
-        point, J0 = np.asarray(point, dtype=float).ravel(), np.asarray(J0, dtype=float)
-        if J0.shape != (point.size, point.size) or point.size != np.size(x0) or \
-                not (np.all(np.isfinite(J0)) and radius >= 0):
-            raise ParameterError(f"{name}: jacobian_start must be (point, J, radius >= 0) with "
-                                 f"a finite {np.size(x0)} x {np.size(x0)} J")
-        last_jacobian = (point.copy(), J0, float(radius))
+        n = int(np.size(x0))
+        try:
+            point, J0, radius = jacobian_start
+            point = np.array(point, dtype=float).ravel()
+            J0 = np.array(J0, dtype=float).reshape(n, n)     # a copy: never the caller's
+            radius = float(radius)
+        except (TypeError, ValueError) as exc:
+            raise ParameterError(f"{name}: jacobian_start must be (point, J, radius) with a "
+                                 f"{n} x {n} J (1 x 1 for a scalar map): {exc}") from None
+        if point.size != n or not (np.all(np.isfinite(point)) and np.all(np.isfinite(J0))
+                                   and 0 <= radius < math.inf):
+            raise ParameterError(f"{name}: jacobian_start must be a finite point of {n} "
+                                 f"coordinates, a finite {n} x {n} J and a radius in [0, inf)")
+        last_jacobian = (point, J0, radius, True)
     reuses = 0
 
-    def jacobian(v, fv):
+    def jacobian(v, fv, verdict=False):
         # A difference Jacobian is exact only to its truncation error, O(h F''); at a point
         # closer to the last one than its smallest probe (|x' - x| <= h) the change of the
         # Jacobian, O(|x' - x| F''), is within that error, so the last one is reused: the
         # stability check right after a Newton step (a step of ~ the residual) costs no
-        # map evaluations (each is a full pass over the frozen samples of an SE)
+        # map evaluations (each is a full pass over the frozen samples of an SE).  A seeded
+        # one (jacobian_start: another map's) also decides stability, unless its largest
+        # eigenvalue is above MARGINAL_EIGENVALUE: then the verdict is this map's own
         nonlocal last_jacobian, reuses
-        if last_jacobian is not None and last_jacobian[0].shape == v.shape and \
-                float(np.max(np.abs(v - last_jacobian[0]))) <= last_jacobian[2]:
+        if last_jacobian is not None and \
+                float(np.max(np.abs(v - last_jacobian[0]))) <= last_jacobian[2] and not (
+                    verdict and last_jacobian[3]
+                    and _largest_real_eigenvalue(last_jacobian[1])[0] > MARGINAL_EIGENVALUE):
             reuses += 1
             return last_jacobian[1]
         probes = []
@@ -315,7 +339,7 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
                                 domain=None if domain is None else inside,
                                 directions=jacobian_directions,
                                 boundary_fraction=jacobian_boundary_fraction, probes=probes)
-        last_jacobian = None if J is None else (v.copy(), J, min(probes, default=0.0))
+        last_jacobian = None if J is None else (v.copy(), J, min(probes, default=0.0), False)
         return J
 
     x = np.asarray(x0, dtype=float).ravel().copy()
@@ -371,7 +395,7 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
         J = None                  # the Jacobian reported is the one at the returned point
         if status != "converged" or not stability:
             break
-        J = jacobian(x, fx)
+        J = jacobian(x, fx, verdict=True)
         if J is None:
             note = "; stability not checked (a difference step leaves the domain both ways)"
             break
@@ -389,6 +413,8 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
         escapes += 1
         left.append(lam)
         x = xk
+        if last_jacobian is not None and last_jacobian[3]:
+            last_jacobian = None          # an escape differences the map itself again
     converged = status == "converged"
     value = fx if converged and inside(fx) else x
     truncation = None
@@ -416,6 +442,12 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     result.evaluations, result.stable, result.escapes, result.jacobian = evaluations, stable, escapes, J
     result.jacobian_reuses = reuses
     result.truncation = truncation
+    if J is not None and last_jacobian is not None and last_jacobian[1] is J:
+        # where the reported Jacobian was computed and how far it holds: what a later
+        # solve may take as its jacobian_start (a seed keeps its own point, so it does
+        # not drift from stage to stage); seeded: it is the seed, not this map's
+        result.jacobian_point, result.jacobian_radius = last_jacobian[0], last_jacobian[2]
+        result.jacobian_seeded = last_jacobian[3]
     return result
 
 

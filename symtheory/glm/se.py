@@ -710,7 +710,8 @@ class StateEvolution:
         sampling error propagated through the linearized map, combined in quadrature with
         the iteration's truncation error (the engine's Newton-predicted distance to the
         fixed point: the tolerance bounds the residual, which is ``1 - lambda`` times that
-        distance along a Jacobian eigenvalue ``lambda``).
+        distance along a Jacobian eigenvalue ``lambda``); under a Laplace-RQMC rule the
+        Jacobian may be the last warm-up stage's (see below; the message says so).
 
         Cost: the iterations before the fixed point (an escape from an unstable point, a
         staircase) run in cheaper stages, each warm-starting the next -- first on the
@@ -719,8 +720,11 @@ class StateEvolution:
         axis (a reduced link; a Laplace-RQMC rule, of a deep link or a noisy one: its
         :meth:`~symtheory.glm.laplace_qmc.LaplaceQMCRule.coarsened`, a quarter of the
         points, in both stages, the second on samples / :data:`RANDOMIZED_COARSE_FRACTION`
-        only, and Newton tried from the start of every stage after the first) -- and only
-        the last stage uses the full map.  The result is
+        only, Newton tried from the start of every stage after the first, with the last
+        Jacobian computed before it, within that Jacobian's probe radius: the full map's
+        own difference Jacobian is no more accurate at that rule's smoothness; it is
+        differenced where the stability verdict is near marginal) -- and only the last
+        stage uses the full map.  The result is
         the fixed point of the full map, converged by the same criterion; ``iterations``
         counts every stage and the message names them.  A warm-up stage runs at most half
         of the iterations left, so the full map always gets a share of ``max_iter``.
@@ -811,11 +815,13 @@ class StateEvolution:
         warm_newton = newton_below
         if isinstance(rule, LaplaceQMCRule) and newton_below > 0:
             warm_newton = max(newton_below, self.difference_step)
-        # with a randomized rule a stage also starts from the last stage's Jacobian, good
-        # within the difference step: its map is smooth only to ~1e-4, so a difference
+        # with a randomized rule a stage also starts from the last Jacobian computed in a
+        # stage before it, within that Jacobian's own probe radius (the difference step,
+        # less next to the boundary): the map is smooth only to ~1e-4, so a difference
         # Jacobian of the full map is itself off by ~1e-4 / 1e-2 relative, as much as the
-        # subset's is by its sampling noise, and its probes cost two full passes (of ~6
-        # for the whole final stage: --noise 0.1, alpha = 1, 16384 samples, 9 s each)
+        # warm-up's is by its sampling noise, and its probes cost two full passes (of ~6
+        # for the whole final stage: --noise 0.1, alpha = 1, 16384 samples, 9 s each).
+        # The engine differences the full map where the verdict is near marginal
         inherit = isinstance(rule, LaplaceQMCRule)
         stages, switch_note, inherited = [], "", None
         for i, (n_stage, use_coarse) in enumerate(plan):
@@ -827,8 +833,8 @@ class StateEvolution:
                                 warm_newton if i else newton_below, inherited)
             stages.append((n_stage, stage_rule))
             q0, done = first.value, done + first.iterations
-            if inherit and first.jacobian is not None:
-                inherited = (q0, first.jacobian, self.difference_step)
+            if inherit and first.jacobian_point is not None:
+                inherited = (first.jacobian_point, first.jacobian, first.jacobian_radius)
             if i == 0 and peak_rule == "auto":
                 switch_note = self._switch_to_peak_rule(self._from_free(q0), n_stage)
                 if getattr(self, "feature_rule", rule) is not rule:
@@ -838,7 +844,7 @@ class StateEvolution:
                     # flat direction are not the full rule's (skip 100, alpha = 1: 50 passes
                     # to 1 - Q11 = 3e-6, then 21 full ones to 4e-4; measured)
                     rule, coarse = self.feature_rule, None
-                    plan[i + 1:] = []
+                    break
         fp = iterate(q0, max(1, max_iter - done), warm_newton if stages else newton_below,
                      inherited)
         fp.iterations += done
@@ -848,6 +854,9 @@ class StateEvolution:
                 f"{n} samples" + ("" if r is None else f" on {r.describe()}")
                 for n, r in stages) + ")")
         fp.message += switch_note
+        if fp.jacobian_seeded:
+            fp.message += ("; the final stage's Jacobian (Newton steps, stability, Q_stderr) "
+                           "is the warm-up's, within its probe radius")
         Q = self._from_free(fp.value)
         self.estimate_channel_error = True
         Qhat, se, gap = self.qhat(Q)
@@ -862,7 +871,7 @@ class StateEvolution:
             # the residual tolerance holds at 1 - Q11 = 3.9e-7 while the sampling error there
             # is 4.8e-9 (the boundary fixed point, 80 of them away; measured)
             trunc = self._from_free(fp.truncation)
-            if np.any(trunc > 0.1 * Q_se):
+            if np.any((trunc > 0.1 * Q_se) & (trunc > 1e-15 * (1 + np.abs(Q)))):
                 msg += (f"; Q_stderr includes the iteration's truncation error (distance to "
                         f"the fixed point predicted by a Newton step: up to "
                         f"{float(np.max(trunc)):.2g}, sampling error up to "

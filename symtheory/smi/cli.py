@@ -199,7 +199,7 @@ def cmd_se(args) -> int:
               "nishimori_gap", "channel_error", "channel_qhat_error"):
         cols[k] = []
     rules_used = {}       # a reduced link may switch to the peak-following rule per alpha
-    reports = {}          # the solver's message per alpha (stages, escapes, error notes)
+    reports = []          # the solver's message per alpha (stages, escapes, error notes)
     for alpha in progress_bar(alphas, desc="SE", enabled=not args.quiet):
         se = StateEvolution(model, alpha, samples=args.samples, seed=args.seed,
                             noise_variance=noise, rule=rule, side_information=lam,
@@ -207,7 +207,7 @@ def cmd_se(args) -> int:
         # the inner bar counts SE iterations (of the budget): one alpha point can take minutes
         res = se.solve(Q0, damping=args.damping, max_iter=args.max_iter, progress=not args.quiet)
         rules_used.setdefault(_rule_in_use(se), []).append(alpha)
-        reports[f"{alpha:g}"] = res.message
+        reports.append({"alpha": alpha, "report": res.message})
         cols["alpha"].append(alpha)
         for a, b in names:
             cols[f"Q{a + 1}{b + 1}"].append(float(res.Q[a, b]))
