@@ -62,6 +62,29 @@ def test_damped_token_gamp_reaches_the_undamped_fixed_point(phase_retrieval, see
     assert min(np.linalg.norm(W5 - W0), np.linalg.norm(W5 + W0)) <= 0.01 * np.linalg.norm(W0)
 
 
+def test_normalized_overlap_is_the_share_of_the_teacher_recovered(phase_retrieval):
+    """``normalized_overlap`` ``m = W . W* / |W*|^2`` is what the SE's ``Q / rho`` predicts
+    at finite d; ``M = W . W* / d`` carries the teacher's own norm ``|W*|^2 / d``
+    (1 +- sqrt(2/d)).  Phase retrieval at alpha = 1.5 recovers the teacher: ``|m| -> 1``
+    while ``|M|`` ends on that norm (0.931 for this seed at d = 400).  Tolerance 1e-4: the
+    run stops at a mean squared change of 1e-10."""
+    from symtheory.smi.data import generate
+
+    data = generate(phase_retrieval, 400, 1.5, seed=5)
+    norm = float(data.W[0] @ data.W[0]) / 400
+    assert abs(norm - 1) > 0.02       # the premise: this teacher's norm is visibly not rho
+    res = gamp_tokens(data.X, data.y, phase_retrieval.channel(), truth=data.W, max_iter=300,
+                      tol=1e-10, seed=15)
+    assert res.converged, res.message
+    last = res.trace[-1]
+    assert abs(abs(last["normalized_overlap"][0]) - 1) < 1e-4
+    assert abs(abs(last["M"][0, 0]) - norm) < 1e-4
+    # started on the teacher, the first row of the trace is exactly 1
+    start = gamp_tokens(data.X, data.y, phase_retrieval.channel(), truth=data.W, max_iter=1,
+                        W0=data.W)
+    assert start.trace[0]["normalized_overlap"][0] == pytest.approx(1.0, abs=1e-12)
+
+
 def test_damped_bsr_gamp_rie_lands_on_the_bayes_optimal_error():
     """BSR GAMP-RIE (glm.gamp via bsr.gamp) at d = 60, beta = 1, rho = 0.5, alpha = 0.4,
     noiseless, damping 0.3: final error within 0.04 of the Bayes-optimal one (the

@@ -351,6 +351,7 @@ def cmd_gamp(args) -> int:
         cols[f"Q{a + 1}{a + 1}"] = [float(r["Q"][a, a]) for r in res.trace]
         cols[f"V{a + 1}{a + 1}"] = [float(r["V"][a, a]) for r in res.trace]
         cols[f"cosine{a + 1}"] = [float(r["cosine"][a]) for r in res.trace]
+        cols[f"m{a + 1}"] = [float(r["normalized_overlap"][a]) for r in res.trace]
     meta = {"model": model.description, "d": d, "alpha": alpha, "n": data.X.shape[0],
             "seed": args.seed, "damping": args.damping,
             "damping_meaning": "weight of the previous iterate (0 = undamped)",
@@ -434,7 +435,9 @@ ERROR_COLUMNS = (
 GAMP_COLUMNS = (
     "Columns (one row per iteration): iteration; for each index row a: Maa = W_hat_a . "
     "W*_a/d (teacher overlap), Qaa = |W_hat_a|^2/d (self overlap), Vaa = the algorithm's "
-    "variance, cosine a = |Maa|/sqrt(Qaa) (cosine similarity with the teacher row).")
+    "variance, cosine a = |Maa|/sqrt(Qaa) (cosine similarity with the teacher row), m a = "
+    "W_hat_a . W*_a/|W*_a|^2 (normalized overlap: compare it with the SE's Q_aa/rho_aa; Maa "
+    "carries the teacher's own norm |W*_a|^2/d, rho_aa within rho_aa sqrt(2/d)).")
 
 
 def register(sub) -> None:
