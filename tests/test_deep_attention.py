@@ -246,3 +246,42 @@ def test_state_evolution_cross_estimator_on_a_deep_link(depth3):
     k = tail_multiple(3.0, 16) * np.sqrt(2)
     for a in range(3):
         assert abs(qc[a, a] - qd[a, a]) < k * max(ec[a, a], ed[a, a]), (a, qc, qd, ec, ed)
+
+
+def test_state_evolution_estimator_default_on_a_deep_link(depth3, depth2):
+    """A reduced deep link under its Laplace-RQMC rule averages g g^T alone ('square'):
+    the Nishimori twin -J keeps that rule's ratio bias (next test).  A link integrated
+    by a tensor rule keeps the lower-variance 'combined' estimator."""
+    from symtheory.glm.se import StateEvolution
+
+    assert StateEvolution(depth3, 1.0, samples=32, check_channel=False).estimator == "square"
+    assert StateEvolution(depth2, 1.0, samples=32, check_channel=False).estimator == "combined"
+
+
+@SLOW
+def test_nishimori_twin_keeps_the_randomized_rules_bias_on_a_deep_link(depth3):
+    """The premise of the 'square' default: at the stage-2 point of depth 3 (alpha = 1.05,
+    Q = diag(0.13, 0.006, 0.983)), 1000 samples, refining the rule (tol 5e-2, <= 1024
+    points -> tol 1e-2, <= 8192 points) moves E[g g^T]_11 by less than 3 paired standard
+    errors plus 1% of its value (measured: -0.0007 +- 0.0002 of 0.125; 1% is the rule's
+    residual bias we accept, a fifth of the 2000-sample error), while E[-J]_11 moves by
+    more than 5 paired standard errors (measured: -0.0103 +- 0.0007, 15 of them) -- so
+    the twin carries a bias that the rule's refinement still changes."""
+    from symtheory.glm.se import StateEvolution
+
+    Q = np.diag([0.13, 0.006, 0.983])
+    moments = []
+    for rule in (LaplaceQMCRule(tol=5e-2, points=128, max_points=1024),
+                 LaplaceQMCRule(tol=1e-2, points=512, max_points=8192)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            se = StateEvolution(depth3, 1.05, samples=1000, seed=0, rule=rule,
+                                check_channel=False)
+            g, dg = se.gout(Q)
+        moments.append((np.einsum("sam,sbm->sab", g, g)[:, 0, 0],
+                        -np.einsum("sambm->sab", dg)[:, 0, 0]))
+    (sq0, tw0), (sq1, tw1) = moments
+    d_sq, d_tw = sq1 - sq0, tw1 - tw0
+    se_sq, se_tw = d_sq.std(ddof=1) / np.sqrt(d_sq.size), d_tw.std(ddof=1) / np.sqrt(d_tw.size)
+    assert abs(d_sq.mean()) <= 3 * se_sq + 0.01 * abs(sq1.mean()), (d_sq.mean(), se_sq)
+    assert abs(d_tw.mean()) > 5 * se_tw, (d_tw.mean(), se_tw)
