@@ -76,6 +76,9 @@ def main():
             # smooth only to about that); 1e-6 could not be met and reported "no"
             res = se.solve(Q0, max_iter=max_iter, damping=0.3)
         Q_prev = res.Q
+        if "se_estimator" not in params:
+            params["se_estimator"] = se.estimator
+            write_params(out, params)
         Q = np.diag(np.diag(res.Q))
         row = {"alpha": alpha, "start": ", ".join(f"{v:.4g}" for v in np.diag(Q0))}
         for l in range(3):

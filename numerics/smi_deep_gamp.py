@@ -64,16 +64,19 @@ def main(argv=None):
             and args.se_max_iter >= 1):
         p.error("need --d >= 2, --alpha > 0, --max-iter >= 1, --samples >= 2, --se-max-iter >= 1")
     # GAMP sums g_out over the n samples in every update, so the per-sample random error
-    # of a coarse rule averages out there; the SE squares it, so it gets the finer rule
+    # of a coarse rule averages out there; the SE squares it, so it gets the finer rule.
+    # GAMP's A = -mean(dg_out) is the Nishimori twin, which keeps the rule's ratio bias of
+    # second moments (glm/se.py, estimator); not measured for this rule
     gamp_rule = LaplaceQMCRule(tol=1e-1, points=64, max_points=64 if quick else 256)
     rule = (LaplaceQMCRule(tol=1e-1, points=64, max_points=64) if quick
             else LaplaceQMCRule(tol=5e-2, points=128, max_points=1024))
     model = deep_attention(3, 2, 1, 1.0)
     out = output_dir(__file__, args)
-    write_params(out, dict(model=model.description, d=d, alpha=args.alpha, seeds=seeds,
-                           max_iter=max_iter, damping=args.damping, se_samples=samples,
-                           se_rule=rule.describe(), gamp_rule=gamp_rule.describe(),
-                           se_start="0.05 I", se_max_iter=args.se_max_iter))
+    params = dict(model=model.description, d=d, alpha=args.alpha, seeds=seeds,
+                  max_iter=max_iter, damping=args.damping, se_samples=samples,
+                  se_rule=rule.describe(), gamp_rule=gamp_rule.describe(),
+                  se_start="0.05 I", se_max_iter=args.se_max_iter)
+    write_params(out, params)
     t0 = time.time()
     trace, finals = [], []
     for seed in seeds:
@@ -91,7 +94,8 @@ def main(argv=None):
 
         def overlaps(r):
             return {**{f"M{a + 1}{a + 1}": abs(float(r["M"][a, a])) for a in range(3)},
-                    **{f"m{a + 1}": abs(float(r["normalized_overlap"][a])) for a in range(3)}}
+                    **{f"normalized_overlap{a + 1}": abs(float(r["normalized_overlap"][a]))
+                       for a in range(3)}}
 
         for r in res.trace:
             trace.append({"seed": seed, "iteration": r["iteration"], **overlaps(r)})
@@ -103,13 +107,14 @@ def main(argv=None):
         se = StateEvolution(model, args.alpha, samples=samples, seed=0, rule=rule)
         # the solver's own tolerance: the randomized rule's map is smooth to ~1e-4 only
         fp = se.solve(0.05 * np.eye(3), max_iter=args.se_max_iter, damping=0.3)
+    write_params(out, dict(params, se_estimator=se.estimator))
     print(f"[{time.time() - t0:6.0f}s] SE: Q diag {np.round(np.diag(fp.Q), 4)} +- "
           f"{np.round(np.diag(fp.Q_stderr), 4)} ({fp.message})", flush=True)
     for row in finals:
         for a in range(3):
             row[f"SE_Q{a + 1}{a + 1}"] = float(fp.Q[a, a])
             row[f"SE_Q{a + 1}{a + 1}_stderr"] = float(fp.Q_stderr[a, a])
-            row[f"diff{a + 1}"] = row[f"m{a + 1}"] - float(fp.Q[a, a])
+            row[f"diff{a + 1}"] = row[f"normalized_overlap{a + 1}"] - float(fp.Q[a, a])
     write_csv(out / "smi_deep_gamp_trace.csv", trace)
     write_csv(out / "smi_deep_gamp.csv", finals)
     plot(trace, fp, args.alpha, d, out)
@@ -130,7 +135,7 @@ def plot(trace, fp, alpha, d, out):
     for a, col in zip(range(3), ("C0", "C1", "C2")):
         for k, s in enumerate(seeds):
             rows = [r for r in trace if r["seed"] == s]
-            ax.plot([r["iteration"] for r in rows], [r[f"m{a + 1}"] for r in rows],
+            ax.plot([r["iteration"] for r in rows], [r[f"normalized_overlap{a + 1}"] for r in rows],
                     "o-" if k == 0 else "s--", ms=3, color=col,
                     label=f"GAMP layer {a + 1}" + (f" (seed {s})" if len(seeds) > 1 else ""))
         ax.axhline(fp.Q[a, a], color=col, ls=":", label=f"SE Q{a + 1}{a + 1}")

@@ -161,12 +161,13 @@ def test_bsr_help_states_the_normalization(capsys):
 
 
 def _generic(column):
-    """Q12 -> Qab, Q11_stderr -> Qaa_stderr, cosine1 -> cosine a, m1 -> m a: as the help
+    """Q12 -> Qab, Q11_stderr -> Qaa_stderr, cosine1 -> cosine a, normalized_overlap1 ->
+    normalized_overlap a: as the help
     names them."""
     import re
 
     column = re.sub(r"^([QMV])(\d)(\d)", lambda m: m[1] + ("aa" if m[2] == m[3] else "ab"), column)
-    return re.sub(r"^(cosine|m)\d$", r"\1 a", column)
+    return re.sub(r"^(cosine|normalized_overlap)\d$", r"\1 a", column)
 
 
 def assert_columns_described(argv, header):

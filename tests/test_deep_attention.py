@@ -242,7 +242,8 @@ def test_state_evolution_cross_estimator_on_a_deep_link(depth3):
                            check_channel=False)
     assert cross.feature_rule.point_sets == cross.scrambles
     qc, ec, _ = cross.qhat(Q)
-    qd, ed, _ = StateEvolution(depth3, 1.0, samples=256, check_channel=False).qhat(Q)
+    qd, ed, _ = StateEvolution(depth3, 1.0, samples=256, check_channel=False,
+                               estimator="combined").qhat(Q)
     k = tail_multiple(3.0, 16) * np.sqrt(2)
     for a in range(3):
         assert abs(qc[a, a] - qd[a, a]) < k * max(ec[a, a], ed[a, a]), (a, qc, qd, ec, ed)
@@ -261,7 +262,7 @@ def test_state_evolution_estimator_default_on_a_deep_link(depth3, depth2):
 @SLOW
 def test_nishimori_twin_keeps_the_randomized_rules_bias_on_a_deep_link(depth3):
     """The premise of the 'square' default: at the stage-2 point of depth 3 (alpha = 1.05,
-    Q = diag(0.13, 0.006, 0.983)), 1000 samples, refining the rule (tol 5e-2, <= 1024
+    Q = diag(0.13, 0.006, 0.983)), 1000 paired samples, refining the rule (tol 5e-2, <= 1024
     points -> tol 1e-2, <= 8192 points) moves E[g g^T]_11 by less than 3 paired standard
     errors plus 1% of its value (measured: -0.0007 +- 0.0002 of 0.125; 1% is the rule's
     residual bias we accept, a fifth of the 2000-sample error), while E[-J]_11 moves by

@@ -25,16 +25,21 @@ region, while this one reaches the undamped overlap.)
 The prior's ``f_in``/``C_in`` come from :meth:`GaussianPrior.input_functions`, the
 matrix form of the scalar input functions derived from its log-partition.  The trace records per
 iteration and per index row the teacher overlap ``M_aa = W_a . W*_a / D``, the self
-overlap ``Q_aa``, the cosine similarity, and ``normalized_overlap`` ``m_a = W_a . W*_a /
-|W*_a|^2`` (the share of the teacher row recovered); non-finite values or a non-positive
-``I + A`` stop the run with a message (never silently).
+overlap ``Q_aa``, the cosine similarity ``|M_aa| / sqrt(Q_aa |W*_a|^2 / D)`` (unsigned),
+and ``normalized_overlap`` ``m_a = W_a . W*_a / |W*_a|^2`` (signed, like ``M``: the share
+of the teacher row recovered); non-finite values or a non-positive ``I + A`` stop the run
+with a message (never silently).
 
-Against the SE's ``Q_aa / rho_aa`` compare ``m_a``, not ``M_aa``: at finite ``D`` the
-teacher's own norm ``|W*_a|^2 / D`` is ``rho_aa`` only within ``rho_aa sqrt(2 / D)``
-(+-0.045 at ``D = 1000``), and ``M_aa`` carries it -- at perfect recovery ``M_aa`` *is*
-that norm while ``m_a = 1`` exactly.  (Depth-3 attention, ``D = 1000``, alpha = 2: GAMP
-ends at ``|M_33| = 0.966`` and ``0.947`` on seeds 0 and 1, the teacher norms ``0.9660``
-and ``0.9470``; ``m_3 = 1.0001`` and ``1.0000``.)
+Against the SE's ``Q_aa / rho_aa`` compare ``m_a`` (its absolute value for a row group
+the model is even in), not ``M_aa``: at finite ``D`` the teacher's own norm ``|W*_a|^2 /
+D`` is ``rho_aa`` only within ``rho_aa sqrt(2 / D)`` for a Gaussian prior (+-0.045 at ``D
+= 1000``), and ``M_aa`` carries it -- at perfect recovery ``M_aa`` *is* that norm while
+``m_a = 1`` exactly.  (Depth-3 attention, ``D = 1000``, alpha = 2: GAMP ends at ``|M_33|
+= 0.966`` and ``0.947`` on seeds 0 and 1, the teacher norms ``0.9660`` and ``0.9470``;
+``m_3 = 1.00004`` and ``0.99997``.)  Away from perfect recovery the normalization removes
+only that factor: ``m_a`` still spreads over teachers and data by ``O(1 / sqrt(D))``
+(measured: standard deviation 0.62 / sqrt(D) over 30 seeds for a linear channel at ``q =
+0.4``; 0.02 at ``D = 1000``), which a comparison must count.
 """
 from __future__ import annotations
 

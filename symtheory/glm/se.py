@@ -168,10 +168,12 @@ class StateEvolution:
     it; it caps how sharply a learned layer is known (smi.md 11.4).
     ``estimator``: ``'square'`` averages ``sum_m g g^T`` (default for a reduced deep link
     integrated by a Laplace-RQMC rule: there the twin below keeps the rule's ratio bias
-    of second moments -- at depth 3, alpha = 1.05, ``Q = diag(0.13, 0.006, 0.983)``, 2000
-    samples, refining the rule from tol 5e-2 / 1024 points to 1e-2 / 8192 moved
-    ``E(-J)_11`` by -0.0103 +- 0.0007 and ``E(g g^T)_11`` by -0.0007 +- 0.0002 (of 0.125),
-    and the combined ``Q_hat_11`` sat 1.7 of its standard errors above the square one);
+    of second moments -- at depth 3, alpha = 1.05, ``Q = diag(0.13, 0.006, 0.983)``, on
+    1000 paired samples refining the rule from tol 5e-2 / 1024 points to 1e-2 / 8192
+    moved ``E(-J)_11`` by -0.0103 +- 0.0007 and ``E(g g^T)_11`` by -0.0007 +- 0.0002 (of
+    0.125), and on 2000 samples the combined ``Q_hat_11`` sat 1.7 of its standard errors
+    above the square one; quantities built from ``J`` elsewhere -- the grand staircase's
+    slope, GAMP's ``A`` -- keep that bias);
     ``'combined'`` (default otherwise when
     Bayes-optimal) averages it with its Nishimori twin ``-sum_m J_mm`` (same mean,
     smi.md 3) with the per-entry weights of minimal variance, measured on the frozen
@@ -189,8 +191,8 @@ class StateEvolution:
     its ``-J`` keeps the ratio bias of second moments and is not used).  A reduced deep
     link integrated by a Laplace-RQMC rule takes ``'cross'`` on request (its default
     is ``'square'``): with a cheap rule (128 points, tol 0.25) it costs 1.6-6 ms per
-    sample at depth 3 against 24-58 ms for the default rule, agrees with it within
-    1.4 standard errors (measured at Q = 0.05 I, diag(0.3, 0.3, 0.97), diag(0.02, 0.5,
+    sample at depth 3 against 24-58 ms for the default rule, agrees with the default
+    rule under ``'combined'`` within 1.4 standard errors (measured at Q = 0.05 I, diag(0.3, 0.3, 0.97), diag(0.02, 0.5,
     0.99)), but without the Nishimori twin its variance on a nearly known layer is 4-6x
     larger.  A rule that escalates many samples is a poor partner: keeping a sample
     because its scramblings agree correlates the two halves.
@@ -548,8 +550,9 @@ class StateEvolution:
         between 0 and ``V^{-1}``), so it means the same at every ``alpha`` -- also where
         ``Q_hat -> 0`` (small ``alpha``), where a relative difference divides by ~0.
         Consistent with 0 within its sampling error (about ``max stderr / (alpha
-        ||V^{-1}||)``) -- except under the ``'cross'`` estimator, where ``E(-dg)`` keeps
-        the cheap rule's ratio bias of second moments (not used for ``Q_hat``)."""
+        ||V^{-1}||)``) -- except under a randomized rule (the ``'cross'`` estimator, and a
+        reduced deep link's Laplace-RQMC rule under ``'square'``), where ``E(-dg)`` keeps
+        the rule's ratio bias of second moments (not used for ``Q_hat``)."""
         alpha = self.alpha if alpha is None else alpha
         g, dg = self.gout(Q)
         halves = self.gout_halves(Q) if self.estimator == "cross" else None

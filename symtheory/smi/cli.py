@@ -351,7 +351,8 @@ def cmd_gamp(args) -> int:
         cols[f"Q{a + 1}{a + 1}"] = [float(r["Q"][a, a]) for r in res.trace]
         cols[f"V{a + 1}{a + 1}"] = [float(r["V"][a, a]) for r in res.trace]
         cols[f"cosine{a + 1}"] = [float(r["cosine"][a]) for r in res.trace]
-        cols[f"m{a + 1}"] = [float(r["normalized_overlap"][a]) for r in res.trace]
+        cols[f"normalized_overlap{a + 1}"] = [float(r["normalized_overlap"][a])
+                                              for r in res.trace]
     meta = {"model": model.description, "d": d, "alpha": alpha, "n": data.X.shape[0],
             "seed": args.seed, "damping": args.damping,
             "damping_meaning": "weight of the previous iterate (0 = undamped)",
@@ -374,7 +375,7 @@ def _plot_gamp(table, path):
         if name.startswith("cosine"):
             ax.plot(it, table[name], marker=_marker(len(it)), ms=4, label=f"index row {name[6:]}")
     ax.set_xlabel("iteration")
-    ax.set_ylabel(r"cosine similarity $|M_{aa}|/\sqrt{Q_{aa}}$")
+    ax.set_ylabel(r"cosine similarity $|M_{aa}|/\sqrt{Q_{aa} |W^*_a|^2/d}$")
     ax.legend()
     ax.set_title(table.meta.get("model", ""), fontsize=8)
     fig.tight_layout()
@@ -404,8 +405,8 @@ SE_COLUMNS = (
     "Bayes-optimality) in units of ||V^-1|| = 1/lambda_min(rho - Q), the scale bounding both: "
     "comparable across alpha, 0 up to sampling error (under --noise, where Q_hat comes "
     "from the cross product of two independent halves of the channel rule's "
-    "scramblings, and for a deep link (--depth >= 3), whose Laplace-RQMC rule makes the "
-    "default estimator 'square', it also shows the rule's bias in E(-dg_out), which that "
+    "scramblings, and for a deep link (--depth >= 3 without --quadrature), whose "
+    "Laplace-RQMC rule makes the default estimator 'square', it also shows the rule's bias in E(-dg_out), which that "
     "estimator does not use); "
     "channel_error = largest estimated error of the channel's posterior moments over the "
     "samples at the fixed point (noiseless reduced link: change against the rule with 1.5x "
@@ -436,9 +437,11 @@ ERROR_COLUMNS = (
 GAMP_COLUMNS = (
     "Columns (one row per iteration): iteration; for each index row a: Maa = W_hat_a . "
     "W*_a/d (teacher overlap), Qaa = |W_hat_a|^2/d (self overlap), Vaa = the algorithm's "
-    "variance, cosine a = |Maa|/sqrt(Qaa) (cosine similarity with the teacher row), m a = "
-    "W_hat_a . W*_a/|W*_a|^2 (normalized overlap: compare it with the SE's Q_aa/rho_aa; Maa "
-    "carries the teacher's own norm |W*_a|^2/d, rho_aa within rho_aa sqrt(2/d)).")
+    "variance, cosine a = |Maa|/sqrt(Qaa |W*_a|^2/d) (cosine similarity with the teacher "
+    "row), normalized_overlap a = W_hat_a . W*_a/|W*_a|^2 (signed; for a row group the model "
+    "is even in, compare its absolute value with the SE's Q_aa/rho_aa: Maa carries the "
+    "teacher's own norm |W*_a|^2/d, rho_aa within rho_aa sqrt(2/d) for a Gaussian prior; "
+    "away from perfect recovery both still spread by O(1/sqrt(d)) over teachers).")
 
 
 def register(sub) -> None:

@@ -149,8 +149,8 @@ def _gamp_convergence(res):
 def gamp_run(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadrature_nodes, d,
              alpha, seed, damping, max_iter, tol, init_scale, side_information):
     """GAMP (Algorithm 1) on seeded teacher data: final teacher overlaps ``M{l}{l}``,
-    self overlaps ``Q{l}{l}``, cosines and normalized overlaps ``m{l} = W_l . W*_l /
-    |W*_l|^2`` per index row (smi.md 5)."""
+    self overlaps ``Q{l}{l}``, cosines and normalized overlaps ``normalized_overlap{l} =
+    W_l . W*_l / |W*_l|^2`` per index row (smi.md 5)."""
     m, data, res = _run_gamp(locals())
     last = res.trace[-1]
     out = {"n": int(data.X.shape[0])}
@@ -160,7 +160,7 @@ def gamp_run(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadratur
         out[f"cosine{a + 1}"] = float(last["cosine"][a])
         # the share of the teacher row recovered: what the SE's Q_ll / rho_ll predicts
         # (M_ll carries the teacher's own norm, rho_ll within rho_ll sqrt(2/d))
-        out[f"m{a + 1}"] = float(last["normalized_overlap"][a])
+        out[f"normalized_overlap{a + 1}"] = float(last["normalized_overlap"][a])
     out["diverged"] = bool(res.diverged)
     out["convergence"] = _gamp_convergence(res)
     return out
