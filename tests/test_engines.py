@@ -92,6 +92,15 @@ def test_normalized_overlap_is_the_share_of_the_teacher_recovered(phase_retrieva
     assert abs(row["cosine"][0] - 0.5) > 0.05 and abs(row["M"][0, 0] - 0.5) > 0.02
 
 
+def test_token_gamp_refuses_a_teacher_with_a_zero_row(phase_retrieval):
+    """The trace divides by each teacher row's norm: a zero (or non-finite) row is refused
+    by name before any iteration, not turned into NaN overlaps."""
+    X, y = np.ones((4, 3, 1)), np.ones((4, 1))
+    for bad in (np.zeros((1, 3)), np.array([[np.nan, 1.0, 1.0]])):
+        with pytest.raises(ValueError, match="truth must be finite with every row nonzero"):
+            gamp_tokens(X, y, phase_retrieval.channel(), truth=bad, max_iter=1)
+
+
 def test_damped_bsr_gamp_rie_lands_on_the_bayes_optimal_error():
     """BSR GAMP-RIE (glm.gamp via bsr.gamp) at d = 60, beta = 1, rho = 0.5, alpha = 0.4,
     noiseless, damping 0.3: final error within 0.04 of the Bayes-optimal one (the

@@ -92,6 +92,14 @@ def gamp_tokens(X, y, channel, *, damping=0.0, max_iter=50, tol=1e-6, W0=None, s
         raise ValueError(f"y must hold n = {n} finite output rows")
     if truth is not None and np.shape(truth) != (channel.P, D):
         raise ValueError(f"truth must have shape ({channel.P}, {D}), got {np.shape(truth)}")
+    teacher_norm = None
+    if truth is not None:
+        truth = np.asarray(truth, dtype=float)
+        # |W*_a|^2 / D, once: the trace's cosine and normalized overlap divide by it
+        teacher_norm = np.einsum("ad,ad->a", truth, truth) / D
+        if not (np.all(np.isfinite(teacher_norm)) and np.all(teacher_norm > 0)):
+            raise ValueError("truth must be finite with every row nonzero (the trace divides "
+                             f"by each row's norm), got row norms^2/D {teacher_norm.tolist()}")
     if int(max_iter) < 1 or not (np.isfinite(variance_floor) and variance_floor >= 0):
         raise ValueError(f"max_iter must be >= 1 and variance_floor >= 0, got {max_iter}, "
                          f"{variance_floor}")
@@ -124,7 +132,6 @@ def gamp_tokens(X, y, channel, *, damping=0.0, max_iter=50, tol=1e-6, W0=None, s
         if truth is not None:
             Mo = W @ truth.T / D
             row["M"] = Mo
-            teacher_norm = np.diag(truth @ truth.T / D)
             row["cosine"] = np.abs(np.diag(Mo)) / np.sqrt(np.maximum(np.diag(Q), 1e-300)) / \
                 np.sqrt(teacher_norm)
             row["normalized_overlap"] = np.diag(Mo) / teacher_norm
