@@ -1,7 +1,7 @@
 """Two-layer tied attention as a sequence multi-index model: what SymPy derives.
 
 Run: ``python derivations/smi_attention_channel.py``.  Each step prints the object the
-package builds (symtheory.smi.attention / symtheory.glm.multi_index) and checks it against the
+package builds (symtheory.smi.attention / symtheory.glm.factors.multi_index) and checks it against the
 closed forms quoted in smi.md 2.1, 10.1 and 10.3.
 """
 from __future__ import annotations

@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import output_dir, parser, save_figure, write_csv, write_params  # noqa: E402
 
-from symtheory.glm.gamp_tokens import gamp_tokens  # noqa: E402
+from symtheory.glm.gamp.tokens import gamp_tokens  # noqa: E402
 from symtheory.glm import StateEvolution, bayes_error, plugin_error  # noqa: E402
 from symtheory.core.quadrature import TensorRule  # noqa: E402
 from symtheory.smi import deep_attention  # noqa: E402

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import output_dir, parser, save_figure, write_csv, write_params  # noqa: E402
 
 from symtheory.glm import StateEvolution, bayes_error, plugin_error  # noqa: E402
-from symtheory.glm.deep_posterior import LaplaceQMCRule  # noqa: E402
+from symtheory.glm.integrate.laplace_qmc import LaplaceQMCRule  # noqa: E402
 from symtheory.smi import deep_attention  # noqa: E402
 
 REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "reference" / "smi" / "BO_3w.csv"

@@ -50,8 +50,8 @@ def main(argv=None):
                         "0 = undamped)")
     args = p.parse_args(argv)
     from symtheory.glm import StateEvolution
-    from symtheory.glm.gamp_tokens import gamp_tokens
-    from symtheory.glm.laplace_qmc import LaplaceQMCRule
+    from symtheory.glm.gamp.tokens import gamp_tokens
+    from symtheory.glm.integrate.laplace_qmc import LaplaceQMCRule
     from symtheory.smi import deep_attention
     from symtheory.smi.data import generate
 

@@ -7,16 +7,16 @@
 * :func:`staircase` -- the next threshold of the grand staircase (Eqs. 17-18);
 * :func:`linearized_operator` -- the operator itself (its tensor and matrix).
 
-They live in :mod:`symtheory.glm.linearized`; this module re-exports them lazily so that
+They live in :mod:`symtheory.glm.thresholds.weak_recovery`; this module re-exports them lazily so that
 ``import symtheory`` stays instant.
 """
 from __future__ import annotations
 
 import importlib
 
-_EXPORTS = {"weak_recovery": "linearized", "staircase": "linearized",
-            "linearized_operator": "linearized", "ThresholdResult": "linearized",
-            "StaircaseMap": "linearized"}
+_EXPORTS = {"weak_recovery": "thresholds.weak_recovery", "staircase": "thresholds.staircase",
+            "linearized_operator": "thresholds.expectations",
+            "ThresholdResult": "thresholds.operator", "StaircaseMap": "thresholds.staircase"}
 
 __all__ = sorted(_EXPORTS)
 

@@ -101,7 +101,7 @@ def test_layerwise_prior_is_the_single_layer_map_per_layer():
     for bad in (0.0, math.inf, -1.0):
         with pytest.raises(ParameterError, match="rho"):
             layer_prior(2, bad)
-    from symtheory.glm.spectral_priors import LayerwiseMatrixPrior
+    from symtheory.glm.factors.spectral_priors import LayerwiseMatrixPrior
     with pytest.raises(ValueError, match="at least one layer"):
         LayerwiseMatrixPrior([], [], [])
     with pytest.raises(ValueError, match="Q0 > mean"):
@@ -122,7 +122,7 @@ def test_deep_se_point_rejects_bad_input(kwargs, name):
 def test_block_gamp_equals_separate_runs():
     """Two independent linear-Gaussian problems run as blocks of one GAMP give exactly the
     two single-block runs (per-block V, A, noise, denoiser): blocks must not interact."""
-    from symtheory.glm.gamp import gamp
+    from symtheory.glm.gamp.engine import gamp
 
     rng = np.random.default_rng(0)
     p, n, delta = (60, 80), (90, 50), 0.1
@@ -161,7 +161,7 @@ def test_block_gamp_equals_separate_runs():
 
 
 def test_block_gamp_rejects_bad_blocks():
-    from symtheory.glm.gamp import gamp
+    from symtheory.glm.gamp.engine import gamp
 
     Phi = np.eye(4)
     with pytest.raises(ValueError, match="blocks"):
@@ -182,7 +182,7 @@ def test_se_samples_have_the_law_of_aim_md_3_7():
     omega^(l) = sqrt(rho) zeta + sqrt(q_l - rho) eta^(l).  Monte Carlo over 40,000 x 3
     draws per entry, bound 5 standard errors (~0.02 for these variances)."""
     from symtheory.aim.deep import deep_aim_model, layer_prior
-    from symtheory.glm.se import StateEvolution
+    from symtheory.glm.se.state_evolution import StateEvolution
 
     prior = layer_prior(2, 0.5)
     se = StateEvolution(deep_aim_model(2, 2), 0.5, samples=40000, seed=1, noise_variance=0.1,

@@ -20,7 +20,7 @@ from scipy.stats import multivariate_normal, norm
 
 from symtheory.aim import model as M
 from symtheory.aim import theory as T
-from symtheory.glm.orthant import BivariateOrthantChannel, log_bvn_cdf
+from symtheory.glm.factors.orthant import BivariateOrthantChannel, log_bvn_cdf
 
 REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "aim"
 needs_reference = pytest.mark.skipif(

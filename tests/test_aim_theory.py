@@ -272,7 +272,7 @@ def test_constraints_per_sample_are_derived():
 def test_linear_rank_channel_gout():
     """g_out = P_perp(u* - omega)/(V + sigma^2) is orthogonal to the link's kernel and
     E||g_out||^2 = k/(V + sigma^2) (aim.md 3.4): Monte Carlo within 4 standard errors."""
-    from symtheory.glm.spectral_se import LinearRankChannel
+    from symtheory.glm.factors.linear_rank import LinearRankChannel
 
     lr = M.link_rank(3, "softmax")
     V, s2 = 0.3, 0.1
@@ -464,7 +464,7 @@ def _gen_error_T2_quadrature(mse, rho, beta, delta, n=80):
 
 @pytest.mark.parametrize("mse,rho,beta,delta", [(0.4, 0.5, 1.0, 0.0), (0.8, 0.2, 2.5, 0.3)])
 def test_softmax_gen_error_monte_carlo_vs_quadrature(mse, rho, beta, delta):
-    """Monte Carlo (glm.errors.bayes_error) within 4 standard errors of the quadrature."""
+    """Monte Carlo (glm.se.errors.bayes_error) within 4 standard errors of the quadrature."""
     val, se = aim.gen_error(mse, rho, 2, "softmax", beta, delta, samples=40000, seed=1)
     ref = _gen_error_T2_quadrature(mse, rho, beta, delta)
     assert se > 0 and abs(val - ref) < 4 * se + 1e-6

@@ -86,8 +86,8 @@ def test_gamp_rie_above_perfect_recovery():
 
 
 def test_gamp_reports_divergence():
-    from symtheory.glm.channels import gaussian_noise_channel
-    from symtheory.glm.gamp import gamp
+    from symtheory.glm.factors.scalar import gaussian_noise_channel
+    from symtheory.glm.gamp.engine import gamp
 
     rng = np.random.default_rng(0)
     Phi = rng.standard_normal((50, 100)) / 10

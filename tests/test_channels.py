@@ -22,11 +22,15 @@ from symtheory.core import special
 from symtheory.core.codegen import Kernel
 from symtheory.core.stable import stabilize
 from symtheory.core.validate import ParameterError
-from symtheory.glm import checks
-from symtheory.glm.channels import (Channel, ScalarChannel, gaussian_convolution_channel,
-                                    gaussian_noise_channel, likelihood_channel, sign_channel,
-                                    threshold_channel)
-from symtheory.glm.checks import ChannelCheckError
+from symtheory.glm.checks import scalar as checks
+from symtheory.glm.factors.scalar import (Channel,
+    ScalarChannel,
+    gaussian_convolution_channel,
+    gaussian_noise_channel,
+    likelihood_channel,
+    sign_channel,
+    threshold_channel)
+from symtheory.glm.checks.scalar import ChannelCheckError
 
 
 def declare_probit():
@@ -325,7 +329,7 @@ def test_checks_fail_on_a_perturbed_kernel(gaussian):
 
 
 def test_prior_overlap_check():
-    from symtheory.glm.priors import GaussianPrior
+    from symtheory.glm.factors.priors import GaussianPrior
 
     prior = GaussianPrior()
     res = checks.check_prior_overlap(prior, qhats=(0.2, 4.0))

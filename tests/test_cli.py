@@ -202,7 +202,7 @@ def test_help_lists_every_output_column(argv, capsys):
 def test_damping_zero_is_the_engines_undamped_run(capsys):
     """--damping 0 (weight of the previous iterate) must be the engine's default run."""
     from symtheory.core.quadrature import TensorRule
-    from symtheory.glm.gamp_tokens import gamp_tokens
+    from symtheory.glm.gamp.tokens import gamp_tokens
     from symtheory.smi import outer_product
     from symtheory.smi.data import generate
 

@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 from symtheory.core.validate import ParameterError
-from symtheory.glm.laplace_qmc import LaplaceQMCRule, independent_half_means, pooled_mean
-from symtheory.glm.multi_index import NOISE_SE_RULE
-from symtheory.glm.sampling import tail_multiple
-from symtheory.glm.se import StateEvolution
+from symtheory.glm.integrate.laplace_qmc import (LaplaceQMCRule,
+    independent_half_means,
+    pooled_mean)
+from symtheory.glm.factors.gaussian_noise import NOISE_SE_RULE
+from symtheory.glm.se.sampling import tail_multiple
+from symtheory.glm.se.state_evolution import StateEvolution
 from symtheory.smi import deep_attention, outer_product
 
 
@@ -133,7 +135,7 @@ def test_randomized_warm_up_ladder_and_its_fixed_point(attention, monkeypatch):
     fixed point a run without warm-up finds: two points of one map with residuals r1, r2
     are within (r1 + r2) / (1 - lambda) of each other (lambda: the Jacobian's spectral
     radius there), here doubled for the Jacobian's difference error."""
-    import symtheory.glm.se as se_module
+    import symtheory.glm.se.state_evolution as se_module
 
     monkeypatch.setattr(se_module, "WARMUP_MIN_SAMPLES", 16)
     seen = []
@@ -164,7 +166,7 @@ def test_randomized_stages_hand_over_the_jacobian_where_it_was_computed(attentio
     instead of drifting with the stages); deterministic rules never do.  What the engine
     does with it is tests/test_solvers.py's."""
     import symtheory.core.solvers as solvers
-    import symtheory.glm.se as se_module
+    import symtheory.glm.se.state_evolution as se_module
 
     monkeypatch.setattr(se_module, "WARMUP_MIN_SAMPLES", 16)
     calls = []
@@ -221,7 +223,7 @@ def test_new_helpers_refuse_bad_input_by_name():
     for sigmas in (0.0, -1.0, float("nan"), float("inf"), True):
         with pytest.raises(ParameterError, match="sigmas"):
             tail_multiple(sigmas, 16)
-    from symtheory.glm.sampling import design_record
+    from symtheory.glm.se.sampling import design_record
 
     assert design_record("rqmc") == {"sampling": "rqmc", "scrambles": 16}
     with pytest.raises(ParameterError, match="sampling"):

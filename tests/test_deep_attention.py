@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from symtheory.core.linalg import psd_sqrt
 from symtheory.core.quadrature import TensorRule
 from symtheory.core.validate import ParameterError
-from symtheory.glm.deep_posterior import LaplaceQMCChannel, LaplaceQMCModel, LaplaceQMCRule
+from symtheory.glm.factors.deep import LaplaceQMCChannel, LaplaceQMCModel
+from symtheory.glm.integrate.laplace_qmc import LaplaceQMCRule
 from symtheory.smi.attention import deep_attention
 
 
@@ -197,7 +198,7 @@ def test_state_evolution_difference_step_follows_the_rule(depth2, depth3):
     at a stable depth-3 point); a deterministic tensor rule keeps 1e-6; bad steps are
     refused."""
     from symtheory.glm import StateEvolution
-    from symtheory.glm.se import RANDOMIZED_RULE_DIFFERENCE_STEP
+    from symtheory.glm.se.state_evolution import RANDOMIZED_RULE_DIFFERENCE_STEP
 
     kw = dict(samples=4, check_channel=False)
     assert StateEvolution(depth3, 1.0, **kw).difference_step == RANDOMIZED_RULE_DIFFERENCE_STEP
@@ -233,8 +234,8 @@ def test_state_evolution_cross_estimator_on_a_deep_link(depth3):
     the halves of its scramblings, one point set per SE scrambling, against the combined
     estimator with the default rule on the same samples: within the 3-sigma tail of the
     larger standard error times sqrt(2) (the two are positively correlated)."""
-    from symtheory.glm.sampling import tail_multiple
-    from symtheory.glm.se import StateEvolution
+    from symtheory.glm.se.sampling import tail_multiple
+    from symtheory.glm.se.state_evolution import StateEvolution
 
     cheap = LaplaceQMCRule(tol=0.25, points=128, max_points=1024)
     Q = 0.05 * np.eye(3)
@@ -253,7 +254,7 @@ def test_state_evolution_estimator_default_on_a_deep_link(depth3, depth2):
     """A reduced deep link under its Laplace-RQMC rule averages g g^T alone ('square'):
     the Nishimori twin -J keeps that rule's ratio bias (next test).  A link integrated
     by a tensor rule keeps the lower-variance 'combined' estimator."""
-    from symtheory.glm.se import StateEvolution
+    from symtheory.glm.se.state_evolution import StateEvolution
 
     assert StateEvolution(depth3, 1.0, samples=32, check_channel=False).estimator == "square"
     assert StateEvolution(depth2, 1.0, samples=32, check_channel=False).estimator == "combined"
@@ -268,7 +269,7 @@ def test_nishimori_twin_keeps_the_randomized_rules_bias_on_a_deep_link(depth3):
     residual bias we accept, a fifth of the 2000-sample error), while E[-J]_11 moves by
     more than 5 paired standard errors (measured: -0.0103 +- 0.0007, 15 of them) -- so
     the twin carries a bias that the rule's refinement still changes."""
-    from symtheory.glm.se import StateEvolution
+    from symtheory.glm.se.state_evolution import StateEvolution
 
     Q = np.diag([0.13, 0.006, 0.983])
     moments = []

@@ -12,7 +12,7 @@ from scipy import integrate, optimize
 
 from symtheory.core.validate import ParameterError
 from symtheory.glm import MultiIndexModel, StateEvolution
-from symtheory.glm.gamp_tokens import gamp_tokens
+from symtheory.glm.gamp.tokens import gamp_tokens
 from symtheory.smi import outer_product
 
 
@@ -24,7 +24,7 @@ def phase_retrieval():
 
 # ------------------------------------------------------------------ damping
 def test_every_engine_refuses_damping_outside_0_1(phase_retrieval):
-    from symtheory.glm.gamp import gamp
+    from symtheory.glm.gamp.engine import gamp
 
     X, y = np.ones((4, 3, 1)), np.ones((4, 1))
     for bad in (1.0, -0.2):
@@ -102,7 +102,7 @@ def test_token_gamp_refuses_a_teacher_with_a_zero_row(phase_retrieval):
 
 
 def test_damped_bsr_gamp_rie_lands_on_the_bayes_optimal_error():
-    """BSR GAMP-RIE (glm.gamp via bsr.gamp) at d = 60, beta = 1, rho = 0.5, alpha = 0.4,
+    """BSR GAMP-RIE (glm.gamp.engine via bsr.gamp) at d = 60, beta = 1, rho = 0.5, alpha = 0.4,
     noiseless, damping 0.3: final error within 0.04 of the Bayes-optimal one (the
     finite-size tolerance of tests/test_bsr_finite.py: fluctuations O(1/sqrt n) ~ 0.02)
     and within 1e-3 of the undamped run on the same data (same fixed point)."""

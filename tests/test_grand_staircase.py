@@ -14,8 +14,9 @@ import pytest
 
 from symtheory.core.quadrature import TensorRule
 from symtheory.glm import StateEvolution
-from symtheory.glm.grand_staircase import grand_staircase
-from symtheory.glm.linearized import staircase, weak_recovery
+from symtheory.glm.thresholds.grand_staircase import grand_staircase
+from symtheory.glm.thresholds.staircase import staircase
+from symtheory.glm.thresholds.weak_recovery import weak_recovery
 from symtheory.smi import deep_attention
 
 

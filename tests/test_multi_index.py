@@ -26,8 +26,9 @@ from symtheory.core.gaussian_integrals import orthant_moments
 from symtheory.core.quadrature import AdaptiveRule, TensorRule
 from symtheory.core.validate import ParameterError
 from symtheory.glm import ChannelCheckError, MultiIndexModel
-from symtheory.glm.multi_index import DiscreteOutputChannel, gout_from_moments
-from symtheory.glm.multi_index_check import brute_force_moments
+from symtheory.glm.factors.discrete import DiscreteOutputChannel
+from symtheory.glm.integrate.moments import gout_from_moments
+from symtheory.glm.checks.multi_index import brute_force_moments
 
 Z1, Z2 = sp.symbols("z1 z2", real=True)
 ROWS = sp.Matrix([[Z1], [Z2]])                 # P = 2, M = 1
@@ -527,10 +528,10 @@ def test_driver_templates_render_from_source_files():
     from symtheory.core.codegen import render_template
 
     for fname in ("gaussian_noise_drivers.py.tmpl", "reduced_driver.py.tmpl"):
-        text = render_template("symtheory.glm", fname, CALL_ARGS="a, b, out")
+        text = render_template("symtheory.glm.integrate", fname, CALL_ARGS="a, b, out")
         assert "##" not in text and "CALL_ARGS" not in text and "{name}(a, b, out)" in text
         with pytest.raises(ValueError, match="no placeholder .KERNEL_ARGS."):
-            render_template("symtheory.glm", fname, KERNEL_ARGS="x")
+            render_template("symtheory.glm.integrate", fname, KERNEL_ARGS="x")
 
 
 def test_package_digest_covers_driver_templates(tmp_path):

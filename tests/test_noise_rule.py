@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from symtheory.core.quadrature import AdaptiveRule
 from symtheory.core.validate import ParameterError
-from symtheory.glm.laplace_qmc import LaplaceQMCRule, flip_patterns
-from symtheory.glm.multi_index import NOISE_LAPLACE_RULE, gout_from_moments
+from symtheory.glm.integrate.laplace_qmc import LaplaceQMCRule, flip_patterns
+from symtheory.glm.factors.gaussian_noise import NOISE_LAPLACE_RULE
+from symtheory.glm.integrate.moments import gout_from_moments
 from symtheory.smi import deep_attention, linear_tokens
 
 

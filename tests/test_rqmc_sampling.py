@@ -9,8 +9,8 @@ import pytest
 
 from symtheory.core.quadrature import scrambled_sobol_normals
 from symtheory.core.validate import ParameterError
-from symtheory.glm.sampling import DEFAULT_SAMPLES, DEFAULT_SCRAMBLES, tail_multiple
-from symtheory.glm.se import StateEvolution
+from symtheory.glm.se.sampling import DEFAULT_SAMPLES, DEFAULT_SCRAMBLES, tail_multiple
+from symtheory.glm.se.state_evolution import StateEvolution
 from symtheory.smi import outer_product
 
 

@@ -179,7 +179,7 @@ def test_bayes_error_below_plugin_and_decreasing(attention):
 def test_gamp_learns_layer2_first(attention):
     """Algorithm 1 at d = 300, alpha = 1.2: the layer-2 cosine passes 0.8 before the
     layer-1 cosine passes 0.5, and both end above 0.8 within 40 iterations."""
-    from symtheory.glm.gamp_tokens import gamp_tokens
+    from symtheory.glm.gamp.tokens import gamp_tokens
     from symtheory.smi.data import generate
 
     data = generate(attention, 300, 1.2, seed=1)
@@ -237,7 +237,7 @@ def test_gamp_d1000_alpha_1p2_matches_se(attention):
     Q = I (perfect recovery; the reference's Q11 = 0.82 comes from its V + 1e-3 I
     regularization, reproduced by StateEvolution(regularization=1e-3)).  GAMP's final
     squared cosines must be within 0.05 of the SE overlaps, layer 2 learned first."""
-    from symtheory.glm.gamp_tokens import gamp_tokens
+    from symtheory.glm.gamp.tokens import gamp_tokens
     from symtheory.smi.data import generate
 
     se = StateEvolution(attention, 1.2, samples=3000, seed=0)
@@ -308,7 +308,7 @@ def test_solver_leaves_an_unstable_fixed_point(attention):
 
 
 def test_errors_and_gamp_reject_bad_input(attention):
-    from symtheory.glm.gamp_tokens import gamp_tokens
+    from symtheory.glm.gamp.tokens import gamp_tokens
 
     with pytest.raises(ValueError, match="0 <= Q <= rho"):
         plugin_error(attention, np.diag([0.2, 1.5]))
@@ -463,7 +463,7 @@ def test_fixed_point_stderr_is_finite_where_q_hat_is_huge():
     asserted when it is there; the difference path keeps its 5%."""
     import mpmath
 
-    from symtheory.glm.priors import gaussian_overlap_map
+    from symtheory.glm.factors.priors import gaussian_overlap_map
 
     se = StateEvolution(deep_attention(2, 2, 1, 100.0), 1.0, samples=200, seed=0,
                         rule=TensorRule("gauss-hermite", 15, 6.0), check_channel=False)
@@ -504,7 +504,7 @@ def test_prior_overlap_map_derivative_against_mpmath_differences(lam, rotate):
     an absolute error eps ||Q_hat|| = 3e-4 on the small one, the float64 input's limit."""
     import mpmath
 
-    from symtheory.glm.priors import GaussianPrior, gaussian_overlap_map
+    from symtheory.glm.factors.priors import GaussianPrior, gaussian_overlap_map
 
     rng = np.random.default_rng(0)
     O = np.linalg.qr(rng.standard_normal((3, 3)))[0] if rotate else np.eye(3)
@@ -535,7 +535,7 @@ def test_prior_overlap_map_derivative_against_mpmath_differences(lam, rotate):
 def _gaussian_map_mpmath():
     """SymPy's Gaussian prior map F and F' as mpmath functions (derived once: the
     derivation integrates symbolically)."""
-    from symtheory.glm.priors import gaussian_overlap_map
+    from symtheory.glm.factors.priors import gaussian_overlap_map
 
     q = sp.Symbol("qhat", nonnegative=True)
     F = gaussian_overlap_map(q)
@@ -551,7 +551,7 @@ def test_prior_divided_difference_kernel_against_mpmath(la, lb, equal, zero):
     arguments evaluated without cancellation: 1e-13 relative (a few hundred ulps)."""
     import mpmath
 
-    from symtheory.glm.priors import GaussianPrior
+    from symtheory.glm.factors.priors import GaussianPrior
 
     a = 0.0 if zero else 10.0 ** la
     b = a if equal else 10.0 ** lb
@@ -565,7 +565,7 @@ def test_prior_divided_difference_kernel_against_mpmath(la, lb, equal, zero):
 
 
 def test_prior_overlap_map_derivative_rejects_bad_input():
-    from symtheory.glm.priors import GaussianPrior
+    from symtheory.glm.factors.priors import GaussianPrior
 
     prior = GaussianPrior()
     with pytest.raises(ValueError, match="one shape"):
@@ -667,7 +667,7 @@ def test_peak_rule_resolves_the_nearly_known_corner():
     (their difference is quadrature only; 90's own change from 45 is 0.26), with its
     effect on Q_hat (change against 1.5x the nodes) under 0.1 standard errors where 30
     over the prior moves it by more than 0.3."""
-    from symtheory.glm.linearized import PeakTensorRule
+    from symtheory.glm.integrate.reduced_posterior import PeakTensorRule
 
     model = deep_attention(2, 2, 1, 100.0)
     out = {}
@@ -692,7 +692,7 @@ def test_peak_rule_per_sample_accuracy_with_power_shares(Q):
     a-posteriori estimate (change against 1.5x the nodes) tracks its error.  The old default
     (power 1, prior weight 0.1: 0.037-0.057 per sample at the nearly known points) misses
     the bound, by its prior component's nodes hitting the peaks by chance."""
-    from symtheory.glm.linearized import PeakTensorRule
+    from symtheory.glm.integrate.reduced_posterior import PeakTensorRule
 
     model = deep_attention(2, 2, 1, 100.0)
     n = 128
@@ -751,7 +751,7 @@ def test_peak_rule_kernel_against_brute_force_for_any_shares(power, log_weight, 
     says so), plus 1e-6, the level below which the SE does not look (single samples can be
     understated more: up to 16x, measured).  At the default settings the error is within
     1e-6 (measured 2e-11)."""
-    from symtheory.glm.linearized import PeakTensorRule
+    from symtheory.glm.integrate.reduced_posterior import PeakTensorRule
 
     case = _peak_rule_grid_case()
     rp, args, n, sd = case["rp"], case["args"], case["n"], case["sd"]
@@ -774,7 +774,7 @@ def test_solve_switches_to_the_peak_rule_where_the_prior_rule_fails_and_only_the
     errors of all the samples); above PEAK_RULE_SWITCH the full-sample stage uses the
     peak-following rule: skip 100 at alpha = 1 (0.64 measured on these samples) converges
     stable with that rule's effect 0.01; skip 1 at alpha = 0.5 keeps the prior rule."""
-    from symtheory.glm.linearized import PeakTensorRule
+    from symtheory.glm.integrate.reduced_posterior import PeakTensorRule
 
     r = StateEvolution(deep_attention(2, 2, 1, 100.0), 1.0, samples=2048, seed=0).solve()
     assert r.converged and r.stable
@@ -800,7 +800,7 @@ def test_peak_rule_switch_keeps_the_rule_where_an_even_row_sits_at_zero(monkeypa
 
 def test_peak_tensor_rule_refuses_bad_settings_by_name():
     from symtheory.core.validate import ParameterError
-    from symtheory.glm.linearized import PeakTensorRule
+    from symtheory.glm.integrate.reduced_posterior import PeakTensorRule
 
     for kw, name in ((dict(tensor=30), "tensor"), (dict(max_peaks=0), "max_peaks"),
                      (dict(inflate=0.5), "inflate"), (dict(prior_weight=1.0), "prior_weight"),
@@ -848,8 +848,8 @@ def test_randomized_rule_default_tolerance_is_its_smoothness():
     run converges (29 iterations measured), says its tolerance, and lands where the
     unconverged strict run wanders (within 1e-3, against a Monte-Carlo error of ~1e-2
     at 300 samples).  A deterministic rule keeps 1e-8."""
-    from symtheory.glm.laplace_qmc import LaplaceQMCRule
-    from symtheory.glm.se import RANDOMIZED_RULE_TOL
+    from symtheory.glm.integrate.laplace_qmc import LaplaceQMCRule
+    from symtheory.glm.se.state_evolution import RANDOMIZED_RULE_TOL
 
     model = deep_attention(2, 2, 1, 1.0)
     rule = LaplaceQMCRule(tol=0.1, points=32, max_points=32, scrambles=4, scan=32)

@@ -430,9 +430,9 @@ def test_smi_gamp_runs_and_trace_test_error_is_the_plugin_error():
     """``smi.gamp`` with its defaults runs (its damping is the weight of the previous
     iterate, 0 = undamped); ``smi.gamp_trace``'s test error of an uninformed iterate
     (W_hat ~ 1e-8: g(W_hat x) = g(0)) is the plug-in error at Q = 0 of smi.md 10.5,
-    E ||g(Z) - g(0)||_F^2, computed by glm.errors from Gaussian samples instead of
+    E ||g(Z) - g(0)||_F^2, computed by glm.se.errors from Gaussian samples instead of
     sequences: two Monte-Carlo means, compared within 4 combined standard errors."""
-    from symtheory.glm.errors import plugin_error
+    from symtheory.glm.se.errors import plugin_error
     from symtheory.smi.tasks import build_model
 
     gamp = registry.get("smi.gamp")

@@ -22,9 +22,13 @@ from hypothesis import strategies as st
 from symtheory.core.quadrature import TensorRule
 from symtheory.core.validate import ParameterError
 from symtheory.glm import DeterministicReduction, GaussianPrior, MultiIndexModel
-from symtheory.glm.linearized import (ReducedPosterior, StaircaseMap, operator_matrix,
-                                      prior_jacobian, staircase, sym_basis, top_eigen,
-                                      weak_recovery)
+from symtheory.glm.integrate.reduced_posterior import ReducedPosterior
+from symtheory.glm.thresholds.staircase import StaircaseMap, staircase
+from symtheory.glm.thresholds.operator import (operator_matrix,
+    prior_jacobian,
+    sym_basis,
+    top_eigen)
+from symtheory.glm.thresholds.weak_recovery import weak_recovery
 from symtheory.smi import deep_attention, outer_product
 from symtheory.smi.thresholds_cli import sign_product
 
@@ -214,7 +218,7 @@ def test_weak_recovery_target_error_doubles_the_grid(attention, monkeypatch):
     """target_error: the observation grid doubles from outer_nodes until the error
     estimate meets it; the result is the direct run at the grid reached.  A target the
     largest grid cannot meet is reported (converged False, message), not hidden."""
-    import symtheory.glm.linearized as lin
+    import symtheory.glm.thresholds.weak_recovery as lin
     from symtheory.core.validate import ParameterError
 
     rule = TensorRule("gauss-hermite", 24)
@@ -479,7 +483,7 @@ def test_staircase_root_at_the_bracket_end(monkeypatch):
     alpha_2 nan (seen at c = 2 with 4096 samples).  Forced here: the threshold is finite,
     with a finite error bar, and lies between alpha(q) at the bracket's two ends (alpha(q)
     increases on the stable branch, and the result is alpha(q*) moved by -G/G' along it)."""
-    import symtheory.glm.linearized as lin
+    import symtheory.glm.thresholds.staircase as lin
     from symtheory.core.solvers import SolverResult
 
     def upper_end(f, lo, hi, **kw):

@@ -83,7 +83,7 @@ def main():
     import warnings
 
     from symtheory.core.quadrature import TensorRule
-    from symtheory.glm.deep_posterior import LaplaceQMCRule
+    from symtheory.glm.integrate.laplace_qmc import LaplaceQMCRule
     from symtheory.smi.attention import deep_attention
 
     warnings.simplefilter("ignore", RuntimeWarning)

@@ -1,7 +1,7 @@
 """Benchmark: the weak-recovery threshold alpha_1 of the two-layer softmax attention
 (M = 2, r = 1, c = 1) to an error bar of 1e-4.
 
-Ours: :func:`symtheory.glm.linearized.weak_recovery` (observation grid: the expectation
+Ours: :func:`symtheory.glm.thresholds.weak_recovery.weak_recovery` (observation grid: the expectation
 over ``y`` as a 2-D midpoint rule in ``E = A(z1) z2`` with the density and the posterior
 moments from one Gauss-Hermite pass over ``z1``; error bar from coarser outer and inner
 rules, which are part of the timed work).
@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from symtheory.core.quadrature import TensorRule
-from symtheory.glm.linearized import weak_recovery
+from symtheory.glm.thresholds.weak_recovery import weak_recovery
 from symtheory.smi import deep_attention
 
 

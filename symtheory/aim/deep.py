@@ -17,12 +17,12 @@ row-wise softmax at inverse temperature ``beta`` (``inv_temp``), skip strength `
 ``L T(T+1)/2`` indices, aim.md 3.7).  For ``L = 2``: ``y = softmax(M_1 h^(2) M_1^T)``
 with ``M_1 = c I + softmax(h^(1))``.
 
-As a multi-index model (:class:`symtheory.glm.multi_index.MultiIndexModel`) the rows are
+As a multi-index model (:class:`symtheory.glm.factors.multi_index.MultiIndexModel`) the rows are
 the layers and the "tokens" the ``K = T(T+1)/2`` isotropic u-space coordinates of each
 index matrix (aim.md 2: ``u_ab = h_ab``, ``u_aa = h_aa/sqrt(2)``).  The prior channel is
-:class:`symtheory.glm.spectral_priors.LayerwiseMatrixPrior` (per-layer matrix denoising,
+:class:`symtheory.glm.factors.spectral_priors.LayerwiseMatrixPrior` (per-layer matrix denoising,
 known means ``sqrt(rho)``, ``Q0 = 1 + rho``, two measurements per parameter).  Nothing
-here computes: the state evolution is :class:`symtheory.glm.se.StateEvolution` and the
+here computes: the state evolution is :class:`symtheory.glm.se.state_evolution.StateEvolution` and the
 channel integral its noisy-link rule.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ import math
 import sympy as sp
 
 from ..core.validate import ParameterError, integer, real
-from ..glm.multi_index import MultiIndexModel
+from ..glm.factors.multi_index import MultiIndexModel
 from .model import index_symbols, softmax_rows
 
 SKIP, BETA = sp.symbols("c beta", positive=True)
@@ -70,7 +70,7 @@ def layer_prior(depth: int, rho: float):
     """The prior channel of :func:`deep_aim_model`: ``depth`` independent tied priors of
     width ratio ``rho`` (aim.md 3.1: ``Q0 = 1 + rho``, mean ``sqrt(rho) I``, both from the
     derived prior law's moments), two measurements per parameter."""
-    from ..glm.spectral_priors import LayerwiseMatrixPrior
+    from ..glm.factors.spectral_priors import LayerwiseMatrixPrior
     from .theory import SAMPLE_FACTOR, check_params, mmse_denoising, theory
 
     L = integer("depth", depth, low=2)
@@ -89,15 +89,15 @@ def deep_se_point(alpha, *, rho: float = 0.5, depth: int = 2, seq_len: int = 2,
                   skip: float = 1.0, inv_temp: float = 1.0, noise: float, samples: int = 2048,
                   seed: int = 0, sampling: str = "rqmc", damping: float = 0.3, max_iter: int = 200, progress=False):
     """State evolution of deep AIM at ``alpha = n/d^2`` (aim.md 3.7) from the uninformed
-    point ``q_l = rho``: :class:`symtheory.glm.se.StateEvolution` on
+    point ``q_l = rho``: :class:`symtheory.glm.se.state_evolution.StateEvolution` on
     :func:`deep_aim_model` with :func:`layer_prior`, output noise ``noise`` and
     ``samples`` frozen draws of design ``sampling`` (``'rqmc'`` or ``'monte-carlo'``, as for
-    :class:`~symtheory.glm.se.StateEvolution`).  Returns ``(result, mmse)``: the SE result
+    :class:`~symtheory.glm.se.state_evolution.StateEvolution`).  Returns ``(result, mmse)``: the SE result
     (``Q``, its standard errors ``Q_stderr``, ``converged``, ``channel_error``, ...) and
     the per-layer ``mmse_l = Q0 - q_l = (1/d)||S_hat_l - S_l||_F^2`` (1 at ``alpha = 0``)."""
     import numpy as np
 
-    from ..glm.se import StateEvolution
+    from ..glm.se.state_evolution import StateEvolution
 
     noise = real("noise", noise, low=0.0, low_open=True)
     samples = integer("samples", samples, low=2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..core.cli_common import (add_alpha, add_damping, add_output, alphas_from_args, describe,
                                emit, int_arg, real_arg)
-from ..glm.sampling import add_sampling_option, design_record
+from ..glm.se.sampling import add_sampling_option, design_record
 
 DEEP_DESCRIPTION = describe(
     "Deep attention-indexed model (aim.md 1.3, 3.7; UNVERIFIED against any paper -- no "

@@ -2,7 +2,7 @@
 
 The AIM is a GLM on the symmetric matrix ``S`` with ``K = T(T+1)/2`` unit sensing
 matrices per sample (aim.md 2): ``u_k = Tr(G^k S)``.  This module runs it on the shared
-engine :func:`symtheory.glm.gamp.gamp` with
+engine :func:`symtheory.glm.gamp.engine.gamp` with
 
 * the sensing operator ``A(S)_{mu k} = Tr(G^{mu k} S)`` and its adjoint applied from the
   tokens (``X S X^T`` and ``X^T diag(g) X``, cost ``O(n T d^2)``): the ``G`` matrices are
@@ -16,7 +16,7 @@ engine :func:`symtheory.glm.gamp.gamp` with
   (the engine's ``"square"`` estimator, used for hardmax) or its expectation from the
   channel's exact derivative (``"derivative"``, the linear-rank channels);
 * the symmetric RIE denoiser ``xi(x) = x - 2 D h(x)`` with the physical branch outside
-  the bulk (:meth:`glm.spectral_priors.SymmetricRIE.denoise`) and, as Onsager
+  the bulk (:meth:`glm.factors.spectral_priors.SymmetricRIE.denoise`) and, as Onsager
   coefficient its exact divergence (Daleckii-Krein), ``V = div/(p A)`` in engine units --
   ``mmse(D)`` in the large-``d`` limit (Nishimori); ``V`` is damped with the messages
   (:func:`run_gamp`);
@@ -155,7 +155,7 @@ class _HardmaxOutput:
 
 def output_channel(data: aim_data.AIMData, hardmax_variant: str = "bayes"):
     """``(channel adapter, flat observations)`` for the engine (aim.md 3.4, 3.5)."""
-    from ..glm.spectral_se import LinearRankChannel
+    from ..glm.factors.linear_rank import LinearRankChannel
     from . import model as M
     from .theory import hardmax_channel, theory
 
@@ -188,7 +188,7 @@ def run_gamp(data: aim_data.AIMData, *, damping: float = 0.3, max_iter: int = 20
              tol: float = 1e-9, hardmax_variant: str = "bayes", a_estimator: str | None = None,
              onsager: str = "divergence", restarts: int = 2, progress: bool = False):
     """GAMP-RIE on one AIM/QN data set (aim.md 5); returns the engine's
-    :class:`~symtheory.glm.gamp.GampResult` (``final_mse`` = ``(1/d)||S_hat - S||_F^2``;
+    :class:`~symtheory.glm.gamp.engine.GampResult` (``final_mse`` = ``(1/d)||S_hat - S||_F^2``;
     trace columns ``mse, variance, se_variance`` per iteration, ``D`` the denoising noise)
     with ``S_hat``, ``damping`` (the one used) and ``seconds`` set as attributes.
 
@@ -202,7 +202,7 @@ def run_gamp(data: aim_data.AIMData, *, damping: float = 0.3, max_iter: int = 20
     aim.md 5).  A run that blows up (the engine's ``stopped``/``diverged``: at small
     ``alpha d`` the sensing noise is far from GOE) is restarted up to ``restarts`` times
     with damping ``(1 + damping)/2``; ``message`` lists every attempt."""
-    from ..glm.gamp import gamp
+    from ..glm.gamp.engine import gamp
     from .theory import theory
 
     if data.rho >= 1e300:
@@ -341,7 +341,7 @@ def run_deep_gamp(data: aim_data.DeepAIMData, *, damping: float = 0.5, max_iter:
     """GAMP-RIE on deep AIM data (aim.md 3.7, :mod:`symtheory.aim.deep`): the shared engine
     with one block per layer -- the block-diagonal operator ``A(S_l)`` of every layer
     on the same tokens, the joint output channel of :func:`deep.deep_aim_model` (its
-    noisy-link rule, through :class:`glm.multi_index.BlockGampChannel`) and a symmetric
+    noisy-link rule, through :class:`glm.factors.channel.BlockGampChannel`) and a symmetric
     RIE denoiser per layer with its own noise ``D_l`` and Onsager variance ``V_l``
     (exact divergence, damped with the messages as in :func:`run_gamp`).  Starts from
     the prior means ``S_l = sqrt(rho) I`` with ``V_l = 1``.
@@ -352,8 +352,8 @@ def run_deep_gamp(data: aim_data.DeepAIMData, *, damping: float = 0.5, max_iter:
     ``seconds``."""
     from scipy.sparse.linalg import LinearOperator
 
-    from ..glm.gamp import gamp
-    from ..glm.multi_index import BlockGampChannel
+    from ..glm.gamp.engine import gamp
+    from ..glm.factors.channel import BlockGampChannel
     from .deep import deep_aim_model
     from .theory import theory
 

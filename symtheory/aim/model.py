@@ -20,7 +20,7 @@ Typed inputs (the theorems and the model's structure); everything else is derive
 * the prior's random-matrix structure: ``S`` is a sample covariance of ``r = rho d``
   Gaussian vectors with weight ``1/(d sqrt(rho))`` (Silverstein's equation,
   :func:`freeprob.sample_covariance`);
-* the symmetric RIE and its Nishimori MMSE (:mod:`symtheory.glm.spectral_priors`);
+* the symmetric RIE and its Nishimori MMSE (:mod:`symtheory.glm.factors.spectral_priors`);
 * the isotropic ("u-space") coordinates ``u_ab = h_ab (a < b)``, ``u_aa = h_aa/sqrt(2)``
   (aim.md 2) and the link ``g``;
 * the dimension ``r d - r(r-1)/2`` of rank-``r`` PSD matrices (aim.md 4.1);
@@ -38,7 +38,7 @@ import sympy as sp
 
 from ..core import freeprob, functionals
 from ..core.derive import cached_derivation
-from ..glm import priors, spectral_priors, spectral_se
+from ..glm.factors import linear_rank, priors, spectral_priors
 
 t, D = sp.symbols("t D", positive=True)
 rho = sp.Symbol("rho", positive=True)
@@ -113,7 +113,7 @@ def link_outputs(seq_len: int, link: str, inv_temp=beta):
     raise ValueError(f"link must be one of {LINKS}, got {link!r}")
 
 
-@cached_derivation(spectral_se)
+@cached_derivation(linear_rank)
 def link_rank(seq_len: int, link: str):
     """Rank ``k`` of ``dy/du`` and its kernel (aim.md 3.4), derived at random points.
 
@@ -122,7 +122,7 @@ def link_rank(seq_len: int, link: str):
     Softmax: ``k = T(T+1)/2 - 1`` (kernel ``h -> h + c J``); identity: ``k = T(T+1)/2``.
     """
     out, u = link_outputs(seq_len, link, inv_temp=sp.Integer(1))
-    return spectral_se.jacobian_rank(out, u, points=3)
+    return linear_rank.jacobian_rank(out, u, points=3)
 
 
 def noise_per_index(seq_len: int = 3):

@@ -1,9 +1,9 @@
 """Bayes-optimal theory of the AIM and of the quadratic network: assembly and solvers.
 
 Assembles the declarations of :mod:`symtheory.aim.model` with the generic layers:
-the symmetric RIE prior (:class:`glm.spectral_priors.SymmetricRIE`), the linear-rank
+the symmetric RIE prior (:class:`glm.factors.spectral_priors.SymmetricRIE`), the linear-rank
 output channel and the scalar spectral state evolution
-(:mod:`glm.spectral_se`).  The state evolution (aim.md 3.3) in the error
+(:mod:`glm.se.spectral`).  The state evolution (aim.md 3.3) in the error
 ``v = Q0 - q = (1/d) E||S_hat - S||_F^2``:
 
     v = mmse((v + delta/2)/alpha_tilde),     alpha_tilde = 2 alpha k,
@@ -24,8 +24,9 @@ import numpy as np
 from ..core import validate
 from ..core.codegen import Kernel, KernelSet
 from ..core.solvers import SolverResult
-from ..glm.spectral_priors import SymmetricRIE
-from ..glm.spectral_se import LinearRankChannel, ScalarSpectralSE, exact_mpf, precision_report
+from ..glm.factors.spectral_priors import SymmetricRIE
+from ..glm.factors.linear_rank import LinearRankChannel
+from ..glm.se.spectral import ScalarSpectralSE, exact_mpf, precision_report
 from . import model as M
 
 _THEORY = None
@@ -168,7 +169,7 @@ def rie_denoise(R, rho, D):
 
 # --------------------------------------------------------------------- errors
 class _SoftmaxIndices:
-    """Adapter for :func:`glm.errors.bayes_error`: ``P = 1`` row of ``K`` u-space
+    """Adapter for :func:`glm.se.errors.bayes_error`: ``P = 1`` row of ``K`` u-space
     indices in units of their total standard deviation ``scale``."""
 
     def __init__(self, seq_len, inv_temp, scale):
@@ -194,7 +195,7 @@ def gen_error(mse, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *, sam
     (aim.md 3.8) at MSE ``V = mse`` (overlap ``q = Q0 - V``, ``omega ~ N(0, q)``), output
     noise included.  Returns ``(value, stderr)``: exact for the identity link
     (``T(T+1)(V + delta/2)``, ``2V + delta`` for QN), Monte Carlo for softmax
-    (:func:`glm.errors.bayes_error` with ``samples`` outer draws; NaN at ``rho = inf``,
+    (:func:`glm.se.errors.bayes_error` with ``samples`` outer draws; NaN at ``rho = inf``,
     where the indices have infinite variance)."""
     rho, seq_len, link, inv_temp, delta = check_params(rho, seq_len, link, inv_temp, delta)
     th = theory()
@@ -204,7 +205,7 @@ def gen_error(mse, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *, sam
         return float(th.gen_identity_kernel(seq_len)(V + s2)[0]), 0.0
     if math.isinf(rho):
         return math.nan, math.nan
-    from ..glm.errors import bayes_error
+    from ..glm.se.errors import bayes_error
 
     Q0 = 1.0 + rho
     total = Q0 + s2
@@ -447,7 +448,7 @@ def hardmax_channel(variant: str = "bayes"):
     orthant channel on the projection :func:`model.hardmax_projection`.  ``variant``:
     ``bayes`` (the derivative of ``log Phi_2``, Bayes-optimal) or ``joint-density`` (the
     published code's surrogate: NOT Bayes-optimal, reproduction only)."""
-    from ..glm.orthant import BivariateOrthantChannel
+    from ..glm.factors.orthant import BivariateOrthantChannel
 
     if variant not in M.HARDMAX_VARIANTS:
         raise validate.ParameterError(f"hardmax variant must be one of "
@@ -461,7 +462,7 @@ def hardmax_channel(variant: str = "bayes"):
 
 def hardmax_engine(alpha, rho, variant: str = "bayes") -> ScalarSpectralSE:
     """Scalar spectral SE (aim.md 3.3) with the hardmax channel's ``E||g_out||^2`` by
-    quadrature (:meth:`glm.orthant.BivariateOrthantChannel.fisher`)."""
+    quadrature (:meth:`glm.factors.orthant.BivariateOrthantChannel.fisher`)."""
     alpha = validate.real("alpha", alpha, low=0)
     rho = validate.real("rho", rho, low=0, low_open=True)
     return _spectral_engine(hardmax_channel(variant).fisher, alpha, rho, "hardmax ")
@@ -498,7 +499,7 @@ def hardmax_weak_recovery_closed_form(variant: str = "bayes", dps: int = 30):
 def hardmax_weak_recovery(variant: str = "bayes", *, digits: int = 30):
     """Weak-recovery threshold ``alpha_bar_WR = 1/(2 E||g_out||^2)`` at ``q = 0``, ``V = 1``
     (aim.md 4.4; ``alpha_bar = n/(d r)``) by the mpmath quadrature path
-    (:meth:`glm.orthant.BivariateOrthantChannel.fisher_at_zero_mp`) at ``digits`` and
+    (:meth:`glm.factors.orthant.BivariateOrthantChannel.fisher_at_zero_mp`) at ``digits`` and
     ``2 digits``.  Returns ``(value string, agreeing digits, |value - closed form|)``."""
     import mpmath
 

@@ -2,16 +2,16 @@
 
 The denoiser and its predicted variance come from the same generated kernels as the
 Bayes-optimal theory (:func:`theory.rie_denoise`, :func:`theory.mmse_rie`); the
-Gaussian output channel's ``g_out`` is derived symbolically (glm.channels).  The
+Gaussian output channel's ``g_out`` is derived symbolically (glm.factors.scalar).  The
 state evolution ``v <- mmse_RIE(beta, rho, (Delta + v)/alpha)`` (bsr.md 6.2) runs
-alongside (undamped: the damped iteration shares its fixed point, see glm.gamp).
+alongside (undamped: the damped iteration shares its fixed point, see glm.gamp.engine).
 """
 from __future__ import annotations
 
 import math
 
-from ..glm.channels import gaussian_noise_channel
-from ..glm.gamp import GampResult, gamp
+from ..glm.factors.scalar import gaussian_noise_channel
+from ..glm.gamp.engine import GampResult, gamp
 from .data import BSRData
 from .theory import bo_point, mmse_rie, rie_denoise
 
@@ -32,7 +32,7 @@ def gamp_rie(data: BSRData, *, damping: float = 0.0, a_estimator: str = "derivat
 
     ``damping``: weight of the previous iterate in [0, 1) (0 = undamped), applied to
     ``g_out``, ``A`` and the estimate together so that the fixed point is unchanged
-    (glm.gamp; bsr.md 6.1 damps ``S`` and ``V`` only).
+    (glm.gamp.engine; bsr.md 6.1 damps ``S`` and ``V`` only).
 
     ``a_estimator='derivative'`` is the theoretical ``A = alpha/(Delta + V)`` (for the
     Gaussian channel ``-alpha mean(dg_out)`` equals it exactly); ``'square'`` is the

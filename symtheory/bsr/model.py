@@ -15,7 +15,7 @@ by SymPy from these inputs:
 * the rectangular RIE denoiser ``xi(x) = x - (2D/sqrt(beta)) [(beta-1)/(2x) + H(x)]``
   and the Nishimori form ``mmse = 1 - beta^(-1/2) int xi^2 mu`` (bsr.md 3.2);
 * the degrees-of-freedom count ``r(d + L - r)`` of a rank-r matrix (bsr.md 7);
-* the Gaussian prior (overlap map from its log-partition, :mod:`glm.priors`).
+* the Gaussian prior (overlap map from its log-partition, :mod:`glm.factors.priors`).
 
 Symbols: ``t = sqrt(beta)`` (keeps every relation polynomial), ``rho``, ``D`` (the
 effective noise ``Delta_eff``), ``alpha``, ``delta``, ``v = 1 - q``.
@@ -25,7 +25,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ..core import freeprob, functionals
-from ..glm import priors
+from ..glm.factors import priors
 from ..core.derive import cached_derivation
 
 t, rho, D = sp.symbols("t rho D", positive=True)

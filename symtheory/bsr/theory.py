@@ -48,7 +48,7 @@ from ..core.codegen import Kernel, KernelSet
 from ..core.functionals import LinearSpectralFunctional
 from ..core.solvers import ConvergenceWarning, positive_fixed_point, refine_root_mp
 from ..core.spectral import AlgebraicSpectralLaw
-from ..glm.priors import RectangularRIE
+from ..glm.factors.spectral_priors import RectangularRIE
 from . import model as M
 
 _THEORY = None

@@ -1,6 +1,6 @@
 """Numba helpers for generated posterior-moment drivers (weighted quadrature).
 
-The drivers themselves are generated (e.g. by :mod:`symtheory.glm.multi_index`)
+The drivers themselves are generated (e.g. by :mod:`symtheory.glm.factors.multi_index`)
 because they call a model's generated kernels; the model-independent pieces live here.
 
 Helpers called once per quadrature point are compiled with ``_nrt=False`` (a Numba

@@ -1,46 +1,42 @@
-"""Statistical-physics building blocks shared by every model family.
+"""The extension point: factors (channels and priors) and the engines written against them.
 
-After tramp's factor algebra: a model is a *prior* on the weights and an output
-*channel*; state evolution, GAMP and the errors are written once against them.
+After tramp's factor algebra, a model is a *prior* on the weights and an output
+*channel*; state evolution, thresholds, GAMP and the errors are written once against
+them.  A family (``symtheory.bsr``, ``smi``, ``aim``) only declares its factors; a
+researcher's own model is declared the same way.
 
-* :mod:`.priors` -- Gaussian prior: log-partition -> input functions, overlap map, psi.
-* :mod:`.channels` -- scalar output channels from ``log Z_out`` (or a likelihood), checked
-  at declaration by :mod:`.checks` (g_out vs an independent derivative, normalization,
-  Nishimori, tower).
-* :mod:`.multi_index` -- multi-index channels with tokens ``y = g(Z)``: declaration,
-  deterministic reduction, Gaussian output noise; ``g_out`` / ``dg_out`` from moments.
-* :mod:`.se` -- matrix state evolution; :mod:`.errors` -- Bayes / plug-in errors.
-* :mod:`.gamp`, :mod:`.gamp_tokens` -- GAMP engines.
+=========================  ============================================================
+subpackage                 what it holds
+=========================  ============================================================
+:mod:`.factors`            channels (scalar, multi-index, reduced, discrete, noisy, deep,
+                           orthant, linear-rank) and priors (Gaussian, spectral)
+:mod:`.integrate`          integration rules that follow the integrand (link structure,
+                           orthant mixtures, reduced posteriors, peak and Laplace-RQMC)
+:mod:`.checks`             identity checks every declared channel must pass
+:mod:`.se`                 state evolution (matrix and spectral), sample design, errors
+:mod:`.thresholds`         linearized SE: weak recovery, staircase, grand staircase
+:mod:`.gamp`               generalized approximate message passing
+=========================  ============================================================
 
-Nothing in this layer names a model family; families (``symtheory.bsr``,
-``symtheory.smi``) only declare.  Imports are lazy (``import symtheory`` stays fast).
+Nothing in this layer names a model family.  The names below are imported lazily
+(``import symtheory`` stays instant).
 """
 from __future__ import annotations
 
-import importlib
+import lazy_loader as _lazy
 
-_EXPORTS = {
-    "GaussianPrior": "priors",
-    "ScalarChannel": "channels",
-    "likelihood_channel": "channels",
-    "threshold_channel": "channels",
-    "sign_channel": "channels",
-    "gaussian_noise_channel": "channels",
-    "ChannelCheckError": "checks",
-    "MultiIndexModel": "multi_index",
-    "DeterministicReduction": "multi_index",
-    "StateEvolution": "se",
-    "SEResult": "se",
-    "bayes_error": "errors",
-    "plugin_error": "errors",
-}
-# The GAMP engines are imported from their modules (``from symtheory.glm.gamp_tokens import
-# gamp_tokens``): a lazy attribute with the name of a submodule would be shadowed by it.
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = _lazy.attach(
+    __name__,
+    submodules=["factors", "integrate", "checks", "se", "thresholds", "gamp"],
+    submod_attrs={
+        "factors.priors": ["GaussianPrior"],
+        "factors.scalar": ["ScalarChannel", "likelihood_channel", "threshold_channel",
+                           "sign_channel", "gaussian_noise_channel"],
+        "checks.scalar": ["ChannelCheckError"],
+        "factors.multi_index": ["MultiIndexModel", "DeterministicReduction"],
+        "se.state_evolution": ["StateEvolution", "SEResult"],
+        "se.errors": ["bayes_error", "plugin_error"],
+        "thresholds.weak_recovery": ["weak_recovery"],
+        "thresholds.staircase": ["staircase"],
+        "thresholds.grand_staircase": ["grand_staircase"],
+    })

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ..glm.deep_posterior import LaplaceQMCModel
-from ..glm.multi_index import DeterministicReduction, MultiIndexModel
+from ..glm.factors.deep import LaplaceQMCModel
+from ..glm.factors.multi_index import DeterministicReduction, MultiIndexModel
 from ..core.validate import ParameterError, integer, real
 
 SKIP = sp.Symbol("c_skip", positive=True)
@@ -109,7 +109,7 @@ def deep_attention(depth: int = 2, seq_len: int = 2, rank: int = 1, skip: float 
         reduction = DeterministicReduction(solved_rows=groups[-1], mixing=T_L, E=Esym,
                                            head=head, observed=observed, features=features)
     # depth >= 3: the reduced integral has (L - 1) r M axes; integrate it by the
-    # Laplace-centred RQMC rule (glm.deep_posterior) instead of a tensor rule
+    # Laplace-centred RQMC rule (glm.factors.deep) instead of a tensor rule
     cls = LaplaceQMCModel if (reduction is not None and L >= 3) else MultiIndexModel
     return cls(name, Z, y, params={SKIP: c, BETA: b}, row_groups=groups,
                reduction=reduction, description=desc)

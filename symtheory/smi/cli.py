@@ -13,7 +13,7 @@ import sys
 from ..core.cli_common import (add_alpha, add_damping, add_output, add_seed, alphas_from_args,
                                converter, describe, emit, int_arg, real_arg)
 from ..core.validate import ParameterError
-from ..glm.sampling import DEFAULT_SAMPLES, add_sampling_option, design_record
+from ..glm.se.sampling import DEFAULT_SAMPLES, add_sampling_option, design_record
 from .model_file import EXAMPLE
 
 NORMALIZATION = (
@@ -182,8 +182,8 @@ def cmd_se(args) -> int:
 
     from ..core.progress import progress_bar
     from ..core.table import Table
-    from ..glm.errors import bayes_error, plugin_error
-    from ..glm.se import StateEvolution
+    from ..glm.se.errors import bayes_error, plugin_error
+    from ..glm.se.state_evolution import StateEvolution
 
     rule, noise, lam = _rule(args), args.noise, args.side_information
     P = model.P
@@ -313,7 +313,7 @@ def cmd_error(args) -> int:
     model = build_model(args)
     Q = parse_overlap(args.overlap, model.P)
     from ..core.table import Table
-    from ..glm.errors import bayes_error, plugin_error
+    from ..glm.se.errors import bayes_error, plugin_error
 
     estimate = bayes_error if args.kind == "bo" else plugin_error
     est = estimate(model, Q, samples=args.samples, seed=args.seed)
@@ -330,7 +330,7 @@ def cmd_gamp(args) -> int:
     import numpy as np
 
     from ..core.table import Table
-    from ..glm.gamp_tokens import gamp_tokens
+    from ..glm.gamp.tokens import gamp_tokens
     from .data import generate
 
     d, alpha, noise, lam = args.d, args.alpha, args.noise, args.side_information

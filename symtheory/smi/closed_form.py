@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ..glm.multi_index import DeterministicReduction, MultiIndexModel
+from ..glm.factors.multi_index import DeterministicReduction, MultiIndexModel
 from ..core.validate import integer
 
 

@@ -23,7 +23,7 @@ def load_model(path):
     """The ``MultiIndexModel`` declared in ``path``; any failure is a ``ParameterError``
     naming the file (see :func:`symtheory.core.cli_common.load_declaration`)."""
     from ..core.cli_common import load_declaration
-    from ..glm.multi_index import MultiIndexModel
+    from ..glm.factors.multi_index import MultiIndexModel
 
     return load_declaration(path, option="--model-file", name="model", factory="build_model",
                             expected=MultiIndexModel)

@@ -1,8 +1,8 @@
 """SMI computations and figures for sweeps and ``symtheory reproduce`` (declarations only).
 
-Thin wrappers over :class:`~symtheory.glm.se.StateEvolution` (smi.md Eqs. 13-14),
-:func:`~symtheory.glm.errors.bayes_error` / :func:`~symtheory.glm.errors.plugin_error`
-and :func:`~symtheory.glm.gamp_tokens.gamp_tokens` (Algorithm 1) on the declared models
+Thin wrappers over :class:`~symtheory.glm.se.state_evolution.StateEvolution` (smi.md Eqs. 13-14),
+:func:`~symtheory.glm.se.errors.bayes_error` / :func:`~symtheory.glm.se.errors.plugin_error`
+and :func:`~symtheory.glm.gamp.tokens.gamp_tokens` (Algorithm 1) on the declared models
 (:func:`~symtheory.smi.deep_attention`, :func:`~symtheory.smi.outer_product`,
 :func:`~symtheory.smi.linear_tokens`).  Outputs name overlap entries ``Q{a}{b}``
 (1-based, ``a <= b``), so their number depends on the model's ``P``.
@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ..core.tasks import Param, computation, convergence, register_figure
-from ..glm.sampling import DEFAULT_SAMPLES
+from ..glm.se.sampling import DEFAULT_SAMPLES
 
 MODELS = ("attention", "linear-attention", "outer-product", "linear-tokens")
 
@@ -74,8 +74,8 @@ def se_point(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadratur
              sampling="rqmc"):
     """State-evolution fixed point at one alpha (smi.md 6.1), its free entropy (smi.md 4)
     and the Bayes-optimal (Eq. 11) and plug-in errors there."""
-    from ..glm.errors import bayes_error, plugin_error
-    from ..glm.se import StateEvolution
+    from ..glm.se.errors import bayes_error, plugin_error
+    from ..glm.se.state_evolution import StateEvolution
 
     m, rule = _model_and_rule(locals())
     se = StateEvolution(m, alpha, samples=samples, seed=seed, noise_variance=noise, rule=rule,
@@ -125,7 +125,7 @@ def _teacher(p):
 def _run_gamp(p, callback=None):
     """GAMP (Algorithm 1, smi.md 5) on :func:`_teacher` data: ``(model, data, result)``;
     ``callback(model, data)`` makes the per-row callback (or returns None)."""
-    from ..glm.gamp_tokens import gamp_tokens
+    from ..glm.gamp.tokens import gamp_tokens
 
     m, rule, data = _teacher(p)
     noise, lam, seed = p["noise"], p["side_information"], p["seed"]

@@ -7,7 +7,7 @@ recovery and, for two layers, the staircase of the first layer), ``phase-retriev
 (``y = z^2 + sqrt(delta) xi``, ``--delta`` >= 0), ``outer-product`` (``y = z z^T``,
 ``--seq-len``), ``sign-product`` (``y = sign(z1 z2) + sqrt(delta) xi``) or a model declared
 in a Python file (``--model-file``).  The computation itself is generic
-(:mod:`symtheory.glm.linearized`); this module only declares the models.
+(:mod:`symtheory.glm.thresholds.weak_recovery`); this module only declares the models.
 
 ``phase-diagram``: ``alpha_1(c)`` and ``alpha_2(c)`` of the two-layer softmax attention over
 a grid of skip strengths, with the bound ``1/(M(M+1))`` and the published
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..core.cli_common import add_output, add_seed, describe, emit, int_arg, real_arg
 from ..core.validate import ParameterError
-from ..glm.sampling import add_sampling_option, design_record
+from ..glm.se.sampling import add_sampling_option, design_record
 from .model_file import EXAMPLE
 
 MODELS = ("attention", "phase-retrieval", "outer-product", "sign-product")
@@ -66,7 +66,7 @@ def sign_product():
     """``y = sign(z1 z2)`` (P = 2, M = 1; smi.md 13.4): ``alpha_c = pi^2/4``."""
     import sympy as sp
 
-    from ..glm.multi_index import MultiIndexModel
+    from ..glm.factors.multi_index import MultiIndexModel
 
     Z = sp.Matrix(2, 1, lambda a, m: sp.Symbol(f"z{a}_{m}", real=True))
     return MultiIndexModel("sign_product", Z, sp.Matrix([[sp.sign(Z[0, 0] * Z[1, 0])]]),
@@ -142,7 +142,8 @@ def cmd_threshold(args) -> int:
 
     from ..core.quadrature import TensorRule
     from ..core.table import Table
-    from ..glm.linearized import staircase, weak_recovery
+    from ..glm.thresholds.staircase import staircase
+    from ..glm.thresholds.weak_recovery import weak_recovery
 
     rule = TensorRule("gauss-hermite", args.quadrature_nodes)
     if args.target_error is not None and precision is not None:
@@ -190,9 +191,9 @@ def _grand_staircase(model, noise, args) -> int:
     import sys
 
     from ..core.table import Table
-    from ..glm.deep_posterior import LaplaceQMCModel
-    from ..glm.grand_staircase import grand_staircase
-    from ..glm.laplace_qmc import LaplaceQMCRule
+    from ..glm.factors.deep import LaplaceQMCModel
+    from ..glm.thresholds.grand_staircase import grand_staircase
+    from ..glm.integrate.laplace_qmc import LaplaceQMCRule
 
     if noise:
         raise ParameterError("--grand-staircase needs a noiseless model (the SE's pinned rows "
@@ -256,7 +257,8 @@ def phase_diagram(skips, *, seq_len=2, staircase_samples=4096, outer_nodes=48, i
     2 learned first, smi.md 10.4), ``alpha_2`` the staircase threshold of layer 1
     (smi.md 8.4), ``bound = 1/(M(M+1))`` (smi.md 8.3)."""
     from ..core.quadrature import TensorRule
-    from ..glm.linearized import staircase, weak_recovery
+    from ..glm.thresholds.staircase import staircase
+    from ..glm.thresholds.weak_recovery import weak_recovery
     from .attention import deep_attention
 
     cols = {k: [] for k in ("skip", "alpha_1", "alpha_1_error", "alpha_2", "alpha_2_error",

@@ -1,5 +1,5 @@
 """Numba driver template for posterior moments of reduced deterministic channels with a
-rule that follows the posterior (used by :mod:`symtheory.glm.linearized`).
+rule that follows the posterior (used by :mod:`symtheory.glm.thresholds.weak_recovery`).
 
 The channel integral of smi.md Sec. 9 (Corollary E.1) over the free rows ``u``,
 
@@ -10,7 +10,7 @@ is computed as ``sum_c E_{N_c}[ h_c(u) pi(u) / N_c(u) ]`` over the components of
 mixture ``sum_c pi_c N_c``, with the shares ``h_c = (pi_c N_c)^b / sum_c' (pi_c'
 N_c')^b`` (the power heuristic of multiple importance sampling, Veach & Guibas 1995;
 ``b = 1`` is the balance heuristic ``h_c = pi_c N_c / q``): component 0 is the Gaussian
-marginal of ``u`` (the rule of :class:`~symtheory.glm.multi_index.ReducedChannel`), the
+marginal of ``u`` (the rule of :class:`~symtheory.glm.factors.reduced.ReducedChannel`), the
 others are Gaussians at the local maxima of the integrand (found by Newton's method from
 given starts and, when those leave a peak to find, from the best nodes of component 0)
 with the inverse Hessian, inflated, as covariance.  The decomposition is exact for any
@@ -22,7 +22,7 @@ so its nodes, spaced on the prior's scale, no longer hit the peak by chance.  Ea
 component is integrated by the tensor Gauss-Hermite nodes ``tn, tw``.
 """
 
-from ..core.codegen import render_template
+from ...core.codegen import render_template
 
 #: the driver source (``{name}`` for Kernel, ``CALL_ARGS`` for the caller), kept as a
 #: reviewed source file: symtheory/glm/templates/posterior_rule_driver.py.tmpl

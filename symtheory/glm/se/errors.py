@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.linalg import psd_sqrt
+from ...core.linalg import psd_sqrt
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Posterior moments of ``Z`` for links constant on the sign regions of linear forms.
 
-With ``u = L Z + c`` (the ``K`` forms of a :class:`~.link_analysis.DiscreteStructure`)
+With ``u = L Z + c`` (the ``K`` forms of a :class:`~symtheory.glm.integrate.link_structure.DiscreteStructure`)
 and ``Z ~ N(omega, Sigma)``, ``Sigma = V (x) I_M`` (smi.md Eq. 9), every region
 ``R_k = {s_k * u > 0}`` is an orthant in ``u``.  Given ``u``, ``Z`` is Gaussian:
 
@@ -24,11 +24,11 @@ import itertools
 import numpy as np
 from scipy.special import logsumexp
 
-from ..core.gaussian_integrals import orthant_moments
+from ...core.gaussian_integrals import orthant_moments
 
 
 class OrthantMixture:
-    """Moments of ``Z | y`` for a :class:`~.link_analysis.DiscreteStructure`."""
+    """Moments of ``Z | y`` for a :class:`~symtheory.glm.integrate.link_structure.DiscreteStructure`."""
 
     def __init__(self, structure, P: int, M: int):
         self.structure = structure

@@ -12,7 +12,7 @@ Data ``x_mu in R^{D x M}`` (stored as ``X[mu, i, m]``), outputs ``y_mu``; weight
     W, C    = (I + A)^{-1} B,  (I + A)^{-1}              (Gaussian prior input functions)
 
 Damping ``theta`` (weight of the previous iterate, [0, 1); 0 = undamped, the default)
-follows :mod:`symtheory.glm.gamp` (Rangan et al. 2014; Vila et al. 2015): ``g``, ``A``
+follows :mod:`symtheory.glm.gamp.engine` (Rangan et al. 2014; Vila et al. 2015): ``g``, ``A``
 and the estimate entering ``B`` are damped together, ``g_bar = theta g_bar + (1 - theta)
 g``, ``A_bar`` and ``W_bar`` likewise, ``B = (1/sqrt D) sum_mu g_bar_mu x_mu^T + A_bar
 W_bar``, and the next Onsager term is ``V g_bar`` with ``V`` the undamped ``C`` of the
@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.solvers import ConvergenceWarning
-from .gamp import MessageDamping
+from ...core.solvers import ConvergenceWarning
+from .engine import MessageDamping
 
 
 @dataclass
@@ -112,7 +112,7 @@ def gamp_tokens(X, y, channel, *, damping=0.0, max_iter=50, tol=1e-6, W0=None, s
     if side_information > 0 and side_observation is None:
         raise ValueError("side_information > 0 needs side_observation S = sqrt(lambda) W* + noise")
     if prior is None:
-        from .priors import GaussianPrior
+        from ..factors.priors import GaussianPrior
 
         prior = GaussianPrior()
     rng = np.random.default_rng(seed)
@@ -123,7 +123,7 @@ def gamp_tokens(X, y, channel, *, damping=0.0, max_iter=50, tol=1e-6, W0=None, s
     trace = []
     converged = diverged = False
     message = ""
-    from ..core.progress import progress_bar
+    from ...core.progress import progress_bar
 
     def record(it, W, V, change):
         row = {"iteration": it, "change": change, "V": V.copy()}

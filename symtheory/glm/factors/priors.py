@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from ..core.codegen import Kernel
+from ...core.codegen import Kernel
 
 
 def gaussian_log_partition(b, A, variance=1):
@@ -170,60 +170,3 @@ class GaussianPrior:
         return (O * f) @ O.T
 
 
-class RectangularRIE:
-    """Rotation-invariant estimator (RIE) of a rectangular matrix from a noisy observation.
-
-    The prior of ``S`` is bi-rotation invariant; the observation is ``R = S + sqrt(D) Z``.
-    The Bayes-optimal spectral denoiser keeps the singular vectors of ``Y = R/scale``
-    and maps each singular value by ``xi(x, H(x))``, ``H`` the Hilbert transform of the
-    asymptotic symmetrized singular-value law of ``Y`` (Troiani et al., arXiv:2203.07752).
-    The family declares ``law`` (an :class:`~symtheory.core.spectral.AlgebraicSpectralLaw`)
-    and ``xi`` (SymPy, in ``x``, ``H`` and the law's parameters); this class generates
-    ``xi`` and its partial derivatives, evaluates ``H`` on and off the support, and
-    returns the exact divergence of the finite-size denoiser (Onsager term of GAMP).
-    """
-
-    def __init__(self, name, law, xi, x, H, params):
-        self.law = law
-        self.params = tuple(params)
-        used = tuple(p for p in self.params if p in xi.free_symbols)
-        self._xi_params = used
-        self._index = [self.params.index(p) for p in used]
-        self.kernel = Kernel(f"{name}_rie_xi", (x, H) + used,
-                             [xi, sp.diff(xi, x), sp.diff(xi, H)], vector_args=(x, H),
-                             doc="RIE singular-value map xi(x, H) and its partial derivatives")
-
-    def singular_values(self, sigma, law_params, *, derivative: bool = False):
-        """``xi(sigma)`` at the law's parameters, and optionally the total derivative
-        ``xi'(sigma) = d xi/dx + d xi/dH H'(sigma)`` (``H' = Re G'`` by implicit
-        differentiation of the law's polynomial)."""
-        sigma = np.asarray(sigma, dtype=float)
-        sup = self.law.support(*law_params)
-        G = self.law.stieltjes(sigma, *law_params, support=sup)
-        out = self.kernel.vec(sigma, G.real, *[law_params[i] for i in self._index])
-        if not derivative:
-            return out[:, 0]
-        Hp = self.law.stieltjes_derivative(sigma, *law_params, G=G).real
-        return out[:, 0], out[:, 1] + out[:, 2] * Hp
-
-    def denoise(self, R, law_params, scale: float, *, divergence: bool = False):
-        """Estimate of ``S`` from ``R`` (any orientation; the law is for the wide one).
-
-        ``scale`` normalizes ``R`` to ``Y = R/scale`` whose singular values follow the
-        law.  With ``divergence=True`` also returns ``sum_ij dS_hat_ij/dR_ij`` (exact,
-        from the spectral-estimator formula and ``xi'``).
-        """
-        from ..core.matrix_denoising import spectral_divergence
-
-        R = np.asarray(R, dtype=float)
-        transposed = R.shape[0] > R.shape[1]
-        X = R.T if transposed else R
-        m, n = X.shape
-        U, s, Vt = np.linalg.svd(X / scale, full_matrices=False)
-        xi, dxi = self.singular_values(s, law_params, derivative=True)
-        S = scale * (U * xi) @ Vt
-        S = S.T if transposed else S
-        if not divergence:
-            return S
-        # F(R) has singular map f(sigma_R) = scale xi(sigma_R/scale), f' = xi'
-        return S, spectral_divergence(scale * s, scale * xi, dxi, m, n)

@@ -22,8 +22,8 @@ deviations; covariances over their products).  Samples above the tolerance are
 recomputed with 4x the points (2x when close, for the deep driver), up to
 ``max_points`` (:func:`rqmc_levels`).
 
-Users: :mod:`.deep_posterior` (noiseless reduced deep links) and
-:class:`~symtheory.glm.multi_index.GaussianNoiseChannel` (``|R| >= 2`` non-affine indices
+Users: :mod:`symtheory.glm.factors.deep` (noiseless reduced deep links) and
+:class:`~symtheory.glm.factors.gaussian_noise.GaussianNoiseChannel` (``|R| >= 2`` non-affine indices
 under Gaussian output noise).  The Numba pieces are the template
 ``symtheory/glm/templates/laplace_mixture.py.tmpl`` (:data:`TEMPLATE`).
 """
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.codegen import render_template
-from ..core.validate import ParameterError
+from ...core.codegen import render_template
+from ...core.validate import ParameterError
 
 #: the shared mixture / RQMC kernel source (``{name}`` filled by Kernel)
 TEMPLATE = render_template(__package__, "laplace_mixture.py.tmpl")
@@ -126,7 +126,7 @@ class LaplaceQMCRule:
         search and the adaptation of the proposal) (inverse CDF of scrambled
         Sobol nets, whose first ``2^m`` points are a net for every ``m``); ``point_set``
         ``k > 0``: an independent randomization, from ``SeedSequence([seed, 2, k])``."""
-        from ..core.quadrature import scrambled_sobol_normals
+        from ...core.quadrature import scrambled_sobol_normals
 
         if isinstance(point_set, bool) or not isinstance(point_set, (int, np.integer)) or \
                 not 0 <= point_set < self.point_sets:

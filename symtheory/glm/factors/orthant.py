@@ -29,7 +29,7 @@ import math
 import numpy as np
 from scipy.special import log_ndtr, logsumexp, ndtr
 
-from ..core import validate
+from ...core import validate
 
 VARIANTS = ("bayes", "joint-density")
 
@@ -133,8 +133,8 @@ class BivariateOrthantChannel:
     def fisher(self, q, V, *, step: float = 0.25) -> float:
         """``E ||g_out||^2`` with ``omega ~ N(0, q I_K)`` (aim.md 3.3): a sum over the four
         sign pairs of ``int N(m; 0, q P P^T) Z (grad log Z)^T P P^T (grad log Z)``
-        (:func:`.spectral_se.projected_fisher`)."""
-        from .spectral_se import projected_fisher
+        (:func:`symtheory.glm.integrate.projected.projected_fisher`)."""
+        from ..integrate.projected import projected_fisher
 
         return projected_fisher(self.score, self.outcomes, self.C0, q, V, step=step)
 

@@ -6,7 +6,7 @@
 
 For the Gaussian prior N(0, I_P) ``F_prior`` is the matrix function of the scalar
 overlap map ``qhat/(1 + qhat)`` *derived* from the prior's log-partition
-(:func:`symtheory.glm.priors.gaussian_overlap_map`): the prior is rotation invariant,
+(:func:`symtheory.glm.factors.priors.gaussian_overlap_map`): the prior is rotation invariant,
 so ``F(O diag(l) O^T) = O diag(F(l)) O^T`` (= ``Q_hat (I + Q_hat)^{-1}``).
 
 The expectation is an average over ``samples`` draws of ``(xi, eta, noise)`` drawn
@@ -54,11 +54,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.linalg import psd_sqrt
-from ..core.quadrature import TensorRule
-from ..core.solvers import ConvergenceWarning
-from ..core.validate import ParameterError
-from .priors import GaussianPrior
+from ...core.linalg import psd_sqrt
+from ...core.quadrature import TensorRule
+from ...core.solvers import ConvergenceWarning
+from ...core.validate import ParameterError
+from ..factors.priors import GaussianPrior
 from .sampling import DEFAULT_SAMPLES, DEFAULT_SCRAMBLES, tail_multiple
 
 #: nodes-per-axis factor of the finer rule the channel error of a reduced noiseless link
@@ -156,7 +156,7 @@ def _min_variance_weights(sq, tw):
 class StateEvolution:
     """SE of an SMI model at sample complexity ``alpha`` (see the module docstring).
 
-    Parameters: ``model`` (:class:`~symtheory.glm.multi_index.MultiIndexModel`), ``alpha > 0``,
+    Parameters: ``model`` (:class:`~symtheory.glm.factors.multi_index.MultiIndexModel`), ``alpha > 0``,
     ``samples`` (frozen draws; default :data:`DEFAULT_SAMPLES`; with RQMC best a power of
     2 times ``scrambles``; below ``2 scrambles`` some scramblings hold one point and the
     stated error falls back to the per-sample spread, honest but without the RQMC gain),
@@ -180,14 +180,14 @@ class StateEvolution:
     samples at each ``Q`` (so the map depends on ``Q`` alone, not on the order of calls)
     -- about 3x lower variance for the attention channel (the ``g g^T`` samples are
     heavy-tailed, ``-J`` is bounded above); ``'cross'`` (default for a channel integrated
-    by a randomized rule under output noise, :class:`~symtheory.glm.laplace_qmc.
+    by a randomized rule under output noise, :class:`~symtheory.glm.integrate.laplace_qmc.
     LaplaceQMCRule`) averages ``sym(sum_m g_A g_B^T)`` of the posterior means pooled over
     the rule's even and over its odd scramblings (independent given its proposal, built
-    on a further scrambling; one run, :func:`~symtheory.glm.laplace_qmc.
+    on a further scrambling; one run, :func:`~symtheory.glm.integrate.laplace_qmc.
     independent_half_means`): the rule's random errors enter linearly and
     average out over the samples, where in ``g g^T`` (and in ``-J``, through ``E[x] E[x]^T``) they add their
     variance ``E[dg dg^T]`` -- so a sample needs 128 points, not 1024
-    (:data:`~symtheory.glm.multi_index.NOISE_SE_RULE`, used when no ``rule`` is given;
+    (:data:`~symtheory.glm.factors.gaussian_noise.NOISE_SE_RULE`, used when no ``rule`` is given;
     its ``-J`` keeps the ratio bias of second moments and is not used).  A reduced deep
     link integrated by a Laplace-RQMC rule takes ``'cross'`` on request (its default
     is ``'square'``): with a cheap rule (128 points, tol 0.25) it costs 1.6-6 ms per
@@ -239,7 +239,7 @@ class StateEvolution:
         self.samples = int(samples)
         self.seed = seed
         self.lam = float(side_information)
-        from .linearized import PeakTensorRule
+        from ..integrate.reduced_posterior import PeakTensorRule
 
         if isinstance(rule, PeakTensorRule) and (noise_variance is not None or
                                                  model.reduction is None):
@@ -258,7 +258,7 @@ class StateEvolution:
         self.scrambles = int(scrambles) if sampling == "rqmc" else None
         dim = 2 * P * M + (n_out if noise_variance else 0)
         if sampling == "rqmc":
-            from ..core.quadrature import SOBOL_MAX_DIM, scrambled_sobol_normals
+            from ...core.quadrature import SOBOL_MAX_DIM, scrambled_sobol_normals
 
             if dim > SOBOL_MAX_DIM:
                 raise ParameterError(f"sampling='rqmc' needs 2 P M (+ outputs) = {dim} <= "
@@ -308,10 +308,10 @@ class StateEvolution:
         self.channel_error = None     # largest estimated error of the last posterior pass
         self.estimate_channel_error = True   # off while solve() iterates (cost of the check)
         self.features = None
-        from .laplace_qmc import LaplaceQMCRule
+        from ..integrate.laplace_qmc import LaplaceQMCRule
 
         if noise_variance is None and model.reduction is not None:
-            from .linearized import ReducedPosterior
+            from ..integrate.reduced_posterior import ReducedPosterior
 
             self.features = ReducedPosterior(model)
             # a channel integrated by the Laplace-RQMC rule (deep links, where a tensor
@@ -338,7 +338,7 @@ class StateEvolution:
     def _randomized_channel_rule(self):
         """The channel's Laplace-RQMC rule when it integrates the observations directly (a
         noisy link), else None."""
-        from .laplace_qmc import LaplaceQMCRule
+        from ..integrate.laplace_qmc import LaplaceQMCRule
 
         own = getattr(self.channel, "rule", None)
         return own if self.features is None and isinstance(own, LaplaceQMCRule) else None
@@ -347,8 +347,8 @@ class StateEvolution:
         """Set :attr:`estimator`; for ``'cross'`` also the rule's point sets (one per SE
         scrambling, where a rule has one: a single set's errors are correlated across
         samples and their cross products do not average out) and, under noise without a
-        given rule, :data:`~symtheory.glm.multi_index.NOISE_SE_RULE`."""
-        from .laplace_qmc import LaplaceQMCRule
+        given rule, :data:`~symtheory.glm.factors.gaussian_noise.NOISE_SE_RULE`."""
+        from ..integrate.laplace_qmc import LaplaceQMCRule
 
         noisy_rqmc = self._randomized_channel_rule() is not None
         reduced_rqmc = isinstance(getattr(self, "feature_rule", None), LaplaceQMCRule)
@@ -374,7 +374,7 @@ class StateEvolution:
                     self.feature_rule, point_sets=self.scrambles or DEFAULT_SCRAMBLES)
             sets = self.scrambles or DEFAULT_SCRAMBLES
             if noisy_rqmc and rule is None:
-                from .multi_index import NOISE_SE_RULE
+                from ..factors.gaussian_noise import NOISE_SE_RULE
 
                 # the channel's default is set for g g^T of one run; crossed, 128 points do
                 self.channel = self.channel.configured(
@@ -428,7 +428,7 @@ class StateEvolution:
         docstring) with its tensor rule; the largest change against the rule with
         :data:`CHANNEL_ERROR_REFINEMENT` times the nodes per axis is kept in
         :attr:`channel_error` (the a-posteriori estimate of the error of the rule used, in
-        the units of :class:`~symtheory.glm.multi_index.ChannelAccuracy`).
+        the units of :class:`~symtheory.glm.factors.channel.ChannelAccuracy`).
         ``include_jacobian=False`` drops the observation-only Jacobian factor.
 
         The last result is kept: called again at the same ``Q`` with the same samples,
@@ -456,14 +456,14 @@ class StateEvolution:
             self.channel_error = self.channel.last_error
             self._scrambling_sums = getattr(self.channel, "last_scrambling_sums", None)
             return logZ, mean, cov, omega, V
-        from ..core._moments_nb import moment_change_batch
+        from ...core._moments_nb import moment_change_batch
 
         _, omega, V, Z = self.sample_channel(Q)
         rp = self.features
         Ebr, lw, valid, _ = rp.branches(rp.E_of_Z(Z))
         if not include_jacobian:
             lw = np.zeros_like(lw)
-        from .laplace_qmc import LaplaceQMCRule
+        from ..integrate.laplace_qmc import LaplaceQMCRule
 
         if isinstance(self.feature_rule, LaplaceQMCRule):
             # Laplace-RQMC: the rule states its own per-sample error (95% half-width over
@@ -494,12 +494,12 @@ class StateEvolution:
         return fine[0], fine[1], fine[2], omega, V
 
     def _peak_starts(self, Z):
-        """Starts of the peak search of a :class:`~symtheory.glm.linearized.PeakTensorRule`
+        """Starts of the peak search of a :class:`~symtheory.glm.integrate.reduced_posterior.PeakTensorRule`
         (``(n, k, p_free M)``): each sample's true free rows and their images under the
         sign flips of the even groups of free rows and their products
-        (:func:`~symtheory.glm.laplace_qmc.flip_patterns`: symmetries of the link, smi.md
+        (:func:`~symtheory.glm.integrate.laplace_qmc.flip_patterns`: symmetries of the link, smi.md
         2.2).  Starts only steer the proposal; the estimate is exact for any mixture."""
-        from .laplace_qmc import flip_patterns
+        from ..integrate.laplace_qmc import flip_patterns
 
         free, M = list(self.features.free_rows), self.model.M
         u = Z[:, free, :].reshape(len(Z), -1)          # entry a_free M + m: Z[free[a], m]
@@ -517,13 +517,13 @@ class StateEvolution:
         """``(g_A, g_B)``: ``g_out`` of the posterior means pooled over the even and over
         the odd scramblings of the channel's Laplace-RQMC rule (``'cross'`` estimator),
         independent given the rule's proposal
-        (:func:`~symtheory.glm.laplace_qmc.independent_half_means`)."""
+        (:func:`~symtheory.glm.integrate.laplace_qmc.independent_half_means`)."""
         if self.estimator != "cross":
             raise ValueError("gout_halves needs the 'cross' estimator")
         return self._gout_all(Q)[2:]
 
     def _gout_all(self, Q):
-        from .multi_index import gout_from_moments
+        from ..integrate.moments import gout_from_moments
 
         Q = self._check_Q(Q)
         key = (Q.tobytes(), self.samples, getattr(self, "feature_rule", None),
@@ -533,7 +533,7 @@ class StateEvolution:
         _, mean, cov, omega, V = self.posterior_moments(Q)
         out = gout_from_moments(mean, cov, omega, V)
         if self.estimator == "cross":
-            from .laplace_qmc import independent_half_means
+            from ..integrate.laplace_qmc import independent_half_means
 
             Vinv = np.linalg.inv(V)
             out = out + tuple(np.einsum("ab,sbm->sam", Vinv, m.reshape(omega.shape) - omega)
@@ -610,7 +610,7 @@ class StateEvolution:
         return mean, (sums / counts).std(axis=0, ddof=1) / np.sqrt(B)
 
     def tail_multiple(self, sigmas):
-        """:func:`~symtheory.glm.sampling.tail_multiple` for this SE's design."""
+        """:func:`~symtheory.glm.se.sampling.tail_multiple` for this SE's design."""
         return tail_multiple(sigmas, self.error_groups)
 
     def quadrature_qhat_error(self, Q):
@@ -618,7 +618,7 @@ class StateEvolution:
         standard errors (:attr:`SEResult.channel_qhat_error`): reuses the refined
         moments of the last error-estimating pass at ``Q``; ``None`` if there is none
         (a randomized or non-reduced rule)."""
-        from .multi_index import gout_from_moments
+        from ..integrate.moments import gout_from_moments
 
         Q = self._check_Q(Q)
         ref = getattr(self, "_refined_moments", None)
@@ -728,7 +728,7 @@ class StateEvolution:
         first :meth:`warmup_samples` of the frozen samples (``warmup``: ``"auto"``, an
         integer, ``None`` = none), then on all of them with half the quadrature nodes per
         axis (a reduced link; a Laplace-RQMC rule, of a deep link or a noisy one: its
-        :meth:`~symtheory.glm.laplace_qmc.LaplaceQMCRule.coarsened`, a quarter of the
+        :meth:`~symtheory.glm.integrate.laplace_qmc.LaplaceQMCRule.coarsened`, a quarter of the
         points, in both stages, the second on samples / :data:`RANDOMIZED_COARSE_FRACTION`
         only, Newton tried from the start of every stage after the first, with the last
         Jacobian computed before it, within that Jacobian's probe radius: the full map's
@@ -746,7 +746,7 @@ class StateEvolution:
         stage's fixed point (change against 1.5x the nodes, in standard errors of all the
         samples; on all of them when there is no subset stage), and above
         :data:`PEAK_RULE_SWITCH` the final stage (the only one left) uses the peak-following
-        :class:`~symtheory.glm.linearized.PeakTensorRule` (the message says so; ``None``
+        :class:`~symtheory.glm.integrate.reduced_posterior.PeakTensorRule` (the message says so; ``None``
         keeps the rule given).
 
         Stability: an even model keeps ``Q_ll = 0`` exactly, so a layer that decayed
@@ -760,9 +760,9 @@ class StateEvolution:
         domain), at most ``max_kicks`` times; the message reports it and ``stable``
         records the final verdict.
         """
-        from ..core.progress import progress_bar
-        from ..core.solvers import fixed_point
-        from .laplace_qmc import LaplaceQMCRule
+        from ...core.progress import progress_bar
+        from ...core.solvers import fixed_point
+        from ..integrate.laplace_qmc import LaplaceQMCRule
 
         if peak_rule not in ("auto", None):
             raise ParameterError(f"peak_rule must be 'auto' or None, got {peak_rule!r}")
@@ -909,7 +909,7 @@ class StateEvolution:
         exceeds :data:`PEAK_RULE_SWITCH`.  Not at a point where an even group of free rows
         sits at ``Q_ll = 0``: the peaks break the symmetry that holds it there exactly.
         Returns the note for the message ("" when nothing was measured)."""
-        from .linearized import PeakTensorRule
+        from ..integrate.reduced_posterior import PeakTensorRule
 
         rule = getattr(self, "feature_rule", None)
         if self.features is None or not isinstance(rule, TensorRule):
@@ -1022,7 +1022,7 @@ class StateEvolution:
         entries kept by the structure) by one-sided differences of the frozen-sample map
         that stay in ``0 <= Q < rho``; ``None`` if impossible.  ``step``: default
         :attr:`difference_step`."""
-        from ..core.solvers import difference_jacobian
+        from ...core.solvers import difference_jacobian
 
         step = self.difference_step if step is None else step
         Q = self._check_Q(Q)
@@ -1042,14 +1042,14 @@ class StateEvolution:
     def _prior_jacobian(self, Qhat):
         """``dF_prior/dQ_hat`` on the free entries (the directions of :meth:`_directions`):
         from the prior's derived derivative when it has one
-        (:meth:`~symtheory.glm.priors.GaussianPrior.overlap_map_derivative`), else by
+        (:meth:`~symtheory.glm.factors.priors.GaussianPrior.overlap_map_derivative`), else by
         differences inside ``Q_hat >= 0`` on relative steps: 1e-6 of the entry, up to
         1e-3 where ``Q_hat > 1e5``.  Next to perfect recovery ``Q_hat`` reaches 1e11 (skip
         100), where an absolute 1e-6 rounds away (the Jacobian was lost: Q_stderr NaN);
         there ``F = 1 - O(1/Q_hat)`` and its change resolves only on a relative step up to
         1e-3 (at 1.5e11: ~60 ulps of 1, ~2% -- enough for a standard error).  ``None`` if
         a direction leaves the domain both ways."""
-        from ..core.solvers import difference_jacobian
+        from ...core.solvers import difference_jacobian
 
         qh = self._to_free(Qhat)
         D = self._directions()
@@ -1072,7 +1072,6 @@ class StateEvolution:
         (entries of ``Q_hat`` treated as independent); both Jacobians by one-sided
         differences inside their domains (``Q = 0`` and ``Q_hat = 0`` included).  ``J``:
         ``dF/dQ`` at ``Q`` if already known (the engine's stability check)."""
-        from ..core.solvers import difference_jacobian
 
         P = self.model.P
         entries = self._free_entries()

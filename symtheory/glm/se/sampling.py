@@ -3,14 +3,14 @@ standard error converts to a tail probability.
 
 Kept free of numerical imports so that command-line help can name the defaults without
 loading numpy (``symtheory ... --help`` stays fast).  The design itself -- interleaved,
-independently scrambled Sobol sequences -- is built by :class:`~symtheory.glm.se.
+independently scrambled Sobol sequences -- is built by :class:`~symtheory.glm.se.state_evolution.
 StateEvolution` from :func:`~symtheory.core.quadrature.scrambled_sobol_normals`.
 """
 from __future__ import annotations
 
 import math
 
-from ..core.validate import ParameterError
+from ...core.validate import ParameterError
 
 #: independent scramblings of the default RQMC design: 15 degrees of freedom for the
 #: standard error (its own relative error ~ 1/sqrt(30) = 18%), while each scrambling keeps

@@ -4,7 +4,7 @@ Eqs. 17-18; TDDZLK24).
 For an even model (smi.md 2.2) the rows not learned yet are an invariant subspace:
 ``Q_UU = 0`` stays 0.  Stage ``k`` has learned the rows ``S_k`` (``S_0`` empty); its fixed
 point ``Q*(alpha)`` is the SE fixed point with the rows ``U_k`` (all others) pinned at 0
-(:class:`~symtheory.glm.se.StateEvolution` ``pinned_rows``), and the next subspace
+(:class:`~symtheory.glm.se.state_evolution.StateEvolution` ``pinned_rows``), and the next subspace
 becomes learnable where that point turns unstable along ``U_k``:
 
     G_k(alpha) = alpha lambda_max( F'_prior(0) o F_{Q*(alpha)} restricted to Sym(U_k) ) - 1 = 0,
@@ -44,12 +44,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.solvers import find_root
-from ..core.validate import ParameterError
-from .linearized import (ThresholdResult, operator_matrix, prior_jacobian, sym_basis,
-                         tensor_from_jacobians, top_eigen)
-from .priors import GaussianPrior
-from .se import StateEvolution
+from ...core.solvers import find_root
+from ...core.validate import ParameterError
+from ..factors.priors import GaussianPrior
+from ..se.state_evolution import StateEvolution
+from .operator import (
+    ThresholdResult,
+    operator_matrix,
+    prior_jacobian,
+    sym_basis,
+    tensor_from_jacobians,
+    top_eigen,
+)
 
 __all__ = ["StaircaseStep", "grand_staircase", "subspace_instability"]
 
@@ -138,11 +144,11 @@ def grand_staircase(model, *, samples=2048, seed=0, rule=None, prior=None,
     solves: the costly path).
 
     ``samples``, ``seed``, ``sampling``, ``rule``: the SE's frozen samples (their design,
-    :class:`~symtheory.glm.se.StateEvolution`) and channel rule (shared by every stage; a rule whose cost escalates per sample makes the map jump,
+    :class:`~symtheory.glm.se.state_evolution.StateEvolution`) and channel rule (shared by every stage; a rule whose cost escalates per sample makes the map jump,
     so give a randomized rule a fixed number of points); ``check_delta``, ``checks``: the
     SE order check at ``alpha_c (1 +- delta)``, ``delta = max(check_delta, the 3-sigma
     multiple of the combined relative error of lambda and of the check's own slope)``
-    (3 itself for Monte Carlo, the t quantile for RQMC: :meth:`~symtheory.glm.se.
+    (3 itself for Monte Carlo, the t quantile for RQMC: :meth:`~symtheory.glm.se.state_evolution.
     StateEvolution.tail_multiple`), with ``checks`` iterations
     of the map (the square estimator, proportional to the small overlap); a stage is
     ``converged`` when its fixed point is stable and the check does not contradict it
@@ -487,7 +493,7 @@ def _order_check(make, Q_star, vec, alpha_c, learned, nxt, checks, prior, *, lam
     standard error ``r``; the same samples at every iteration, so the log-growth over
     ``checks`` iterations is known to ``sigma = checks r``).  ``delta = max(check_delta,
     k3 sqrt(lam_rel^2 + r^2))`` (capped at 0.9), ``k_n`` the n-sigma tail multiple of the
-    SE's standard errors (:meth:`~symtheory.glm.se.StateEvolution.tail_multiple`).  Verdict: ``'confirmed'`` when the growth is
+    SE's standard errors (:meth:`~symtheory.glm.se.state_evolution.StateEvolution.tail_multiple`).  Verdict: ``'confirmed'`` when the growth is
     below 1 at ``alpha_c (1 - delta)`` and above 1 at ``alpha_c (1 + delta)``; otherwise
     ``'contradicted'`` when the check's own threshold ``1/slope`` differs from ``alpha_c``
     by more than ``k2`` combined relative errors (in log), else ``'inconclusive'`` (the samples

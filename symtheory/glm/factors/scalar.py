@@ -18,10 +18,10 @@ with ``conds="none"`` is wrong: ``int N Heaviside(y z) = 1``).  Gaussian noise b
 the output (``y ~ P(y | z + sqrt(Delta) xi)``) is declared as ``noise_variance`` and
 enters as the variance ``V + Delta`` of the same Gaussian integral.
 
-Every channel runs the identity checks of :mod:`symtheory.glm.checks` when it is
+Every channel runs the identity checks of :mod:`symtheory.glm.checks.scalar` when it is
 declared (``Z_out`` against quadrature, ``g_out`` against an independent derivative,
 normalization, Nishimori, tower) and measures its float64 accuracy against mpmath
-(``accuracy``); a failing identity raises :class:`~symtheory.glm.checks.ChannelCheckError`.
+(``accuracy``); a failing identity raises :class:`~symtheory.glm.checks.scalar.ChannelCheckError`.
 """
 from __future__ import annotations
 
@@ -31,11 +31,11 @@ from typing import Callable, Protocol, runtime_checkable
 import numpy as np
 import sympy as sp
 
-from ..core import special, stable
-from ..core.codegen import Kernel
-from ..core.derive import cached_derivation
-from ..core.validate import ParameterError
-from ..core.validate import real as _real
+from ...core import special, stable
+from ...core.codegen import Kernel
+from ...core.derive import cached_derivation
+from ...core.validate import ParameterError
+from ...core.validate import real as _real
 
 
 @runtime_checkable
@@ -46,7 +46,7 @@ class Channel(Protocol):
     ``(g_out, dg_out)``; ``sample(z, rng, *params)`` draws ``y ~ P_out(. | z)``;
     ``accuracy`` is the worst float64 error of the evaluation measured against mpmath
     at declaration (relative for ``g_out``, ``dg_out`` and ``log Z_out``, the last with
-    floor 1; see :func:`symtheory.glm.checks.measure_accuracy`).
+    floor 1; see :func:`symtheory.glm.checks.scalar.measure_accuracy`).
     """
 
     name: str
@@ -91,7 +91,7 @@ class Likelihood:
 
     def probability(self, params):
         """Vectorized ``P(y | u)`` of ``(y, u, *params)`` (for sampling)."""
-        from ..core import special_numba
+        from ...core import special_numba
 
         names = {cls.__name__: np.vectorize(getattr(special_numba, cls._numba_name))
                  for cls in special.ALL_STABLE_FUNCTIONS}
@@ -143,7 +143,7 @@ class ScalarChannel:
         ``{param: (low, high)}`` from which the declaration checks draw parameters
         (default ``(0.1, 2)`` for positive parameters, ``(-2, 2)`` otherwise).
     check:
-        Run :func:`symtheory.glm.checks.declaration_checks` now (default).
+        Run :func:`symtheory.glm.checks.scalar.declaration_checks` now (default).
     """
 
     def __init__(self, name, log_Z, y, omega, V, params=(), *, y_levels=None,
@@ -167,7 +167,7 @@ class ScalarChannel:
         self.checks: list = []
         self.check_seconds = self.check_cpu_seconds = 0.0
         if check:
-            from .checks import declaration_checks
+            from ..checks.scalar import declaration_checks
 
             declaration_checks(self)
 

@@ -5,7 +5,7 @@ of variance ``1/p`` and ``alpha = n/p``, one iteration reads (e.g. bsr.md 6.1), 
 damping ``theta`` (weight of the previous iterate, ``[0, 1)``; 0 = undamped)::
 
     omega = Phi x - V g_bar_prev                 # Onsager term: the damped g it was built from
-    g, dg = g_out(y, omega, V), d g_out/d omega  # symbolic channel (glm.channels)
+    g, dg = g_out(y, omega, V), d g_out/d omega  # symbolic channel (glm.factors.scalar)
     A     = -alpha mean(dg)   ("derivative")  or  alpha mean(g^2)  ("square")
     g_bar = theta g_bar + (1 - theta) g          # damped output messages ...
     A_bar = theta A_bar + (1 - theta) A          # ... and their precision
@@ -48,7 +48,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..core.solvers import ConvergenceWarning, check_damping
+from ...core.solvers import ConvergenceWarning, check_damping
 
 
 class MessageDamping:
@@ -160,7 +160,7 @@ def gamp(Phi: np.ndarray, y: np.ndarray, *, channel, channel_params=(), denoiser
     converged = diverged = stopped = False
     message = ""
     best = (np.inf, x.copy(), v, 0)
-    from ..core.progress import progress_bar
+    from ...core.progress import progress_bar
 
     it = 0
     for it in progress_bar(range(1, max_iter + 1), desc="GAMP", enabled=progress):

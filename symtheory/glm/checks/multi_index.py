@@ -27,8 +27,8 @@ import numpy as np
 import sympy as sp
 from scipy.integrate import cubature
 
-from .checks import ChannelCheckError
-from .link_analysis import NotApplicable, linear_factors, switch_arguments
+from ..integrate.link_structure import NotApplicable, linear_factors, switch_arguments
+from .scalar import ChannelCheckError
 
 #: required agreement of g_out and dg_out with the brute force (relative to their size)
 CHECK_RTOL = 1e-6
@@ -196,7 +196,7 @@ def check_channel(channel, *, seed: int = 20240601) -> CheckReport:
     """Compare ``channel`` (configured) with the brute force; raise on a miss."""
     import time
 
-    from .multi_index import gout_from_moments
+    from ..integrate.moments import gout_from_moments
 
     model = channel.model
     d = model.P * model.M

@@ -53,7 +53,7 @@ import numpy as np
 import sympy as sp
 from scipy import integrate
 
-from ..core.quadrature import gauss_hermite
+from ...core.quadrature import gauss_hermite
 
 DECLARATION_TOLERANCE = 1e-7
 QUAD_RTOL = 1e-11
@@ -293,7 +293,7 @@ def check_gout_derivative(channel, points, tol=DECLARATION_TOLERANCE) -> CheckRe
 
 
 def _mp_log_partition(channel):
-    from ..core import special
+    from ...core import special
 
     if getattr(channel, "_mp_log_Z", None) is None:
         from sympy.printing.pycode import MpmathPrinter
@@ -486,17 +486,19 @@ def measure_accuracy(channel, dps=30):
 
 
 # ---------------------------------------------------------------------- declaration
-def _source_digest():
-    from . import channels
+def _source_digest(channel):
+    """Hash of the channel's defining module and of this one: a cached verdict is the
+    one the current code reaches."""
+    import sys
 
     h = hashlib.sha256()
-    for mod in (channels, __import__(__name__, fromlist=["_"])):
+    for mod in (sys.modules[type(channel).__module__], sys.modules[__name__]):
         h.update(inspect.getsource(mod).encode())
     return h.hexdigest()
 
 
 def _declaration_key(channel) -> str:
-    parts = [channel.kernel.digest, _source_digest(), repr(channel.levels),
+    parts = [channel.kernel.digest, _source_digest(channel), repr(channel.levels),
              repr(sorted((str(p), v) for p, v in channel.check_ranges.items())),
              str(DECLARATION_POINTS), repr(channel._sampler is None)]
     if channel.likelihood is not None:
@@ -540,9 +542,9 @@ def declaration_checks(channel):
 
     The cache key hashes the kernel (its source, library versions, helper modules),
     the likelihood, the check settings and the source of this module and of
-    :mod:`symtheory.glm.channels`: a cached verdict is the one the current code reaches.
+    :mod:`symtheory.glm.factors.scalar`: a cached verdict is the one the current code reaches.
     """
-    from ..core.cache import derivation_dir
+    from ...core.cache import derivation_dir
 
     channel.kernel.func  # load or compile the kernel first: that is not the checks' cost
     t0, c0 = time.perf_counter(), time.process_time()

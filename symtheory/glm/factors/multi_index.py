@@ -1,0 +1,264 @@
+"""Multi-index models with tokens, declared by their link (the factor a family declares).
+
+A model is its link ``y = g(Z)`` with ``Z = W x / sqrt(D)`` the ``P x M`` matrix of
+indices (``P`` index rows, ``M`` tokens), written in SymPy (Eq. 1 of Troiani et al.,
+arXiv:2502.00901).  Everything message passing and state evolution need comes from its
+output channel (ibid. Eq. 9),
+
+    Z_out(y; omega, V) = int dZ prod_m N(z_{.m}; omega_{.m}, V) P_out(y | Z),
+
+which :meth:`MultiIndexModel.channel` builds from what SymPy establishes about ``g``:
+Gaussian output noise (:mod:`.gaussian_noise`), a deterministic reduction
+(:mod:`.reduced`, ibid. Sec. 9 and Corollary E.1) or a link constant on sign regions
+(:mod:`.discrete`).
+
+Symbolic checks run at declaration: the reduction reproduces the link
+(``head(T(u) h^T) == g``) and its inversion features agree on both sides, at random
+points; the even symmetries ``g(..., -h_l, ...) = g`` of each row group are detected.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+
+from ...core.codegen import Kernel
+from ...core.validate import ParameterError, real
+from ..integrate.link_structure import NotApplicable
+
+
+# ---------------------------------------------------------------------- declaration
+@dataclass
+class DeterministicReduction:
+    """How a deterministic link is reduced to an integral over the free rows (smi.md 9).
+
+    ``y = head(E)`` with ``E = mixing(u) @ h^T`` (``M x r``), ``h`` the ``solved_rows``
+    of ``Z`` and ``u`` all other rows.  ``observed`` lists the ``M r`` output entries
+    used as coordinates of the density of ``y``.  ``features`` (optional) are pairs
+    ``(f_y(Y), f_E(E))`` with ``f_y(head(E)) = f_E(E)`` that turn ``head(E) = y`` into a
+    system SymPy solves (e.g. softmax log-ratios -> logit differences); without them
+    ``head(E)[observed] = y[observed]`` is solved directly.
+    """
+
+    solved_rows: tuple
+    mixing: sp.Matrix
+    E: sp.Matrix
+    head: sp.Matrix
+    observed: tuple
+    features: tuple | None = None
+
+
+def _random_check(lhs, rhs, symbols, *, trials=6, seed=0, scale=1.0, rtol=1e-9):
+    """Max relative difference of two expression lists at random points."""
+    rng = np.random.default_rng(seed)
+    f = sp.lambdify(list(symbols), [sp.Matrix(lhs) - sp.Matrix(rhs), sp.Matrix(rhs)], "mpmath")
+    worst = 0.0
+    for _ in range(trials):
+        vals = list(scale * rng.standard_normal(len(symbols)))
+        diff, ref = f(*vals)
+        d = max(float(abs(v)) for v in diff) if len(diff) else 0.0
+        s = max([float(abs(v)) for v in ref] + [1.0])
+        worst = max(worst, d / s)
+    return worst
+
+
+class MultiIndexModel:
+    """A sequence multi-index model ``y = g(Z)`` (+ optional Gaussian output noise).
+
+    Parameters
+    ----------
+    name:
+        identifier used in kernel names.
+    indices:
+        ``P x M`` SymPy matrix of distinct real symbols (rows = index rows, columns = tokens).
+    link:
+        SymPy matrix of outputs, entries in ``indices`` and ``params``.
+    params:
+        ``{symbol: value}`` of the model's constants (e.g. skip ``c``, inverse temperature).
+    row_groups:
+        partition of the rows into groups (e.g. layers); even symmetry is tested per group.
+    reduction:
+        a :class:`DeterministicReduction` for noiseless channels.
+    """
+
+    def __init__(self, name, indices, link, *, params=None, row_groups=None, reduction=None,
+                 description=""):
+        if not str(name).isidentifier():
+            raise ValueError(f"model name must be an identifier, got {name!r}")
+        self.name = name
+        self.indices = sp.Matrix(indices)
+        self.link = sp.Matrix(link)
+        self.params = dict(params or {})
+        self.param_symbols = tuple(self.params)
+        self.description = description
+        P, M = self.indices.shape
+        self.P, self.M = P, M
+        syms = list(self.indices)
+        if len(set(syms)) != len(syms) or not all(isinstance(s, sp.Symbol) for s in syms):
+            raise ValueError("indices must be a matrix of distinct symbols")
+        extra = self.link.free_symbols - set(syms) - set(self.param_symbols)
+        if extra:
+            raise ValueError(f"link depends on undeclared symbols {sorted(map(str, extra))}")
+        self.row_groups = tuple(tuple(g) for g in (row_groups or [(a,) for a in range(P)]))
+        if sorted(a for g in self.row_groups for a in g) != list(range(P)):
+            raise ValueError(f"row_groups must partition rows 0..{P - 1}, got {self.row_groups}")
+        self.even_groups = self._detect_even_groups()
+        self.reduction = reduction
+        if reduction is not None:
+            self._check_reduction()
+        self._channels = {}
+        self._link_kernel = None
+
+    # --------------------------------------------------------------- symmetry
+    def _detect_even_groups(self):
+        """``{group: True/False}``: is ``g`` invariant under ``Z[group] -> -Z[group]``?"""
+        out = {}
+        for g in self.row_groups:
+            flip = {self.indices[a, m]: -self.indices[a, m] for a in g for m in range(self.M)}
+            flipped = self.link.xreplace(flip)
+            if flipped == self.link:
+                out[g] = True
+                continue
+            worst = _random_check(flipped.subs(self.params), self.link.subs(self.params),
+                                  list(self.indices))
+            out[g] = worst < 1e-12
+        return out
+
+    @property
+    def is_even(self) -> bool:
+        """Every row group flips freely: ``g_out(y, 0, V) = 0``, block-diagonal ``J``."""
+        return all(self.even_groups.values())
+
+    # --------------------------------------------------------------- reduction
+    def _check_reduction(self):
+        red = self.reduction
+        P, M = self.P, self.M
+        solved = tuple(red.solved_rows)
+        free = tuple(a for a in range(P) if a not in solved)
+        r = len(solved)
+        if red.E.shape != (M, r):
+            raise ValueError(f"reduction E must be {M} x {r}, got {red.E.shape}")
+        if len(red.observed) != M * r:
+            raise ValueError(f"reduction needs M r = {M * r} observed entries, got {len(red.observed)}")
+        free_syms = {self.indices[a, m] for a in free for m in range(M)}
+        if not red.mixing.free_symbols <= free_syms | set(self.param_symbols):
+            raise ValueError("the mixing matrix may depend only on the free rows and parameters")
+        h = sp.Matrix([[self.indices[a, m] for m in range(M)] for a in solved])
+        E_of_Z = red.mixing * h.T
+        rebuilt = red.head.xreplace(dict(zip(list(red.E), list(E_of_Z))))
+        worst = _random_check(rebuilt.subs(self.params), self.link.subs(self.params),
+                              list(self.indices))
+        if worst > 1e-10:
+            raise ValueError(f"reduction does not reproduce the link (relative difference {worst:.2e})")
+        if red.features:
+            Y = self.output_symbols
+            lhs = [fy.xreplace(dict(zip(list(Y), list(red.head)))) for fy, _ in red.features]
+            rhs = [fe for _, fe in red.features]
+            worst = _random_check([e.subs(self.params) for e in lhs],
+                                  [e.subs(self.params) for e in rhs], list(red.E), scale=0.7)
+            if worst > 1e-10:
+                raise ValueError(f"inversion features disagree with the head ({worst:.2e})")
+        self.free_rows, self.solved_rows = free, solved
+
+    @property
+    def output_symbols(self) -> sp.Matrix:
+        rows, cols = self.link.shape
+        return sp.Matrix(rows, cols, lambda i, j: sp.Symbol(f"y_{i}_{j}", real=True))
+
+    def derive_branches(self):
+        """Inversion branches ``[E^(k)(y)]`` of ``head(E) = y``, solved by SymPy."""
+        red = self.reduction
+        Y = self.output_symbols
+        E = list(red.E)
+        if red.features:
+            fs = sp.symbols(f"f0:{len(red.features)}", real=True)
+            eqs = [fe - f for (_, fe), f in zip(red.features, fs)]
+            sols = sp.solve(eqs, E, dict=True)
+            back = {f: fy for f, (fy, _) in zip(fs, red.features)}
+        else:
+            eqs = [red.head[i, j] - Y[i, j] for i, j in red.observed]
+            sols = sp.solve(eqs, E, dict=True)
+            back = {}
+        if not sols:
+            raise ValueError("SymPy found no inversion branch for the reduction")
+        branches = []
+        for sol in sols:
+            Ek = [sp.sympify(sol.get(e, e)).xreplace(back) for e in E]
+            if any(set(x.free_symbols) & set(E) for x in Ek):
+                raise ValueError("inversion left the system underdetermined")
+            branches.append(Ek)
+        return branches
+
+    def derive_output_jacobian(self):
+        """``det d y_obs / d E`` (signed; its modulus enters the density of ``y``)."""
+        red = self.reduction
+        obs = sp.Matrix([red.head[i, j] for i, j in red.observed])
+        return sp.simplify(obs.jacobian(sp.Matrix(list(red.E))).det())
+
+    # --------------------------------------------------------------- kernels
+    @property
+    def link_kernel(self) -> Kernel:
+        if self._link_kernel is None:
+            args = list(self.indices) + list(self.param_symbols)
+            self._link_kernel = Kernel(f"mi_{self.name}_link", args, list(self.link),
+                                       vector_args=list(self.indices),
+                                       doc=f"link g(Z) of the multi-index model {self.name}")
+        return self._link_kernel
+
+    def g(self, Z: np.ndarray) -> np.ndarray:
+        """``g(Z)`` for samples ``Z`` of shape ``(n, P, M)``; returns ``(n, *link.shape)``."""
+        Z = np.asarray(Z, dtype=float)
+        if Z.ndim != 3 or Z.shape[1:] != (self.P, self.M):
+            raise ValueError(f"Z must have shape (n, {self.P}, {self.M}), got {Z.shape}")
+        cols = [Z[:, a, m] for a in range(self.P) for m in range(self.M)]
+        out = self.link_kernel.vec(*cols, *self.params.values())
+        return out.reshape((Z.shape[0],) + tuple(self.link.shape))
+
+    def channel(self, noise_variance: float | None = None, rule=None, *, check: bool = True):
+        """The output channel (smi.md Eq. 9).
+
+        * ``noise_variance`` given: ``y = g(Z) + sqrt(Delta) xi``, a
+          :class:`GaussianNoiseChannel` whose integration is chosen from the link;
+        * no noise, a :class:`DeterministicReduction`: :class:`ReducedChannel`;
+        * no noise, a link constant on sign regions (``sign(z1 z2)``, hardmax):
+          :class:`DiscreteOutputChannel`.
+
+        ``rule``: ``None`` (an :class:`~symtheory.core.quadrature.AdaptiveRule`), an
+        ``AdaptiveRule`` with another tolerance, or a ``TensorRule`` for the remaining
+        quadrature (the reduced channel always uses a ``TensorRule``, default GH 30).
+        ``check``: compare noisy and discrete channels with a brute-force quadrature at
+        a few random points when first configured and refuse (:class:`ChannelCheckError`)
+        a configuration that misses :data:`CHECK_RTOL` (``P M <= 2``; see
+        :mod:`symtheory.glm.checks.multi_index`).
+        """
+        if noise_variance is not None:
+            noise_variance = real("noise_variance", noise_variance, low=0.0, low_open=True)
+            key = "noise"
+        elif self.reduction is not None:
+            key = "reduced"
+        else:
+            key = "discrete"
+        if key not in self._channels:
+            from .discrete import DiscreteOutputChannel
+            from .gaussian_noise import GaussianNoiseChannel
+            from .reduced import ReducedChannel
+
+            if key == "noise":
+                self._channels[key] = GaussianNoiseChannel(self)
+            elif key == "reduced":
+                self._channels[key] = ReducedChannel(self)
+            else:
+                try:
+                    self._channels[key] = DiscreteOutputChannel(self)
+                except NotApplicable as exc:
+                    raise ParameterError(
+                        f"model {self.name!r} is deterministic but declares no reduction and its "
+                        f"link is not discrete ({exc}); give noise_variance > 0 or a "
+                        "DeterministicReduction") from None
+        ch = self._channels[key].configured(noise_variance=noise_variance, rule=rule)
+        if check and key != "reduced":
+            ch.declaration_check()
+        return ch
+
+

@@ -1,0 +1,1 @@
+"""Generalized approximate message passing (:mod:`.engine`; tokens: :mod:`.tokens`)."""

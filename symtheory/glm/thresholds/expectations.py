@@ -1,0 +1,514 @@
+"""The expectation over ``y`` in the linearized operator (Eq. 15 of Troiani et al.,
+arXiv:2502.00901), computed deterministically where the dimension allows.
+
+``observation grid`` (deterministic links with a reduction)
+    ``E_y f(y) = int dE p(E) f(y(E))`` over the ``M r`` coordinates of ``E = T(u) h^T``
+    (:mod:`symtheory.glm.integrate.reduced_posterior`); the outer rule is the (offset)
+    midpoint rule on a box of ``width`` times the largest singular value of ``T(u)`` --
+    spectrally accurate for this smooth, Gaussian-tailed integrand; when ``T`` is
+    constant ``E`` is Gaussian and a Gauss-Hermite rule in ``h`` is used.
+``cells`` (links that are functions of the signs of products of indices, e.g.
+    ``sign(z1 z2)``): ``g`` is constant on the boxes cut by the zeros of the factors; the
+    Gaussian moments of each box are products of 1-D interval moments (mpmath
+    quadrature); noiseless outputs give a finite sum, Gaussian output noise a 1-D
+    integral over ``y`` (mpmath, split at the cell values).
+``scalar quadrature`` (one index, one output, Gaussian output noise): nested adaptive
+    quadrature, the inner integral split at the SymPy preimages of ``y`` and the outer
+    one at the critical values of the link.
+``monte carlo`` (anything else): frozen Gaussian samples through the model's channel;
+    error bar by batch means (heavy tails: the spread of batch means, not of samples).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import sympy as sp
+
+from ...core.quadrature import TensorRule
+from ...core.validate import ParameterError
+from ..integrate.reduced_posterior import ReducedPosterior
+from .operator import (
+    LinearizedOperator,
+    _dict_to_tensor,
+    _mp_first,
+    _mp_tensor_from_cov,
+    _observation_grid,
+    _operator_from_nodes,
+    operator_matrix,
+)
+
+
+# ---------------------------------------------------------------------- sign-type links
+def sign_cells(model):
+    """Cells of a link that is a function of signs (``sign``/``Heaviside`` of products of
+    univariate factors of the indices), or ``None``.
+
+    Returns ``(cuts, boxes)``: ``cuts[i]`` the sorted real zeros (SymPy numbers) of the
+    factors in index ``i`` (flattened ``a M + m``), ``boxes`` a list of ``(intervals,
+    y)`` with one interval per index and the (constant) output on the box."""
+    import itertools
+
+    link = model.link.xreplace(model.params)
+    idx = list(model.indices)
+    atoms = set()
+    for e in link:
+        atoms |= e.atoms(sp.sign) | e.atoms(sp.Heaviside)
+    if not atoms:
+        return None
+    reps = {a: sp.Dummy() for a in atoms}
+    if any(e.xreplace(reps).free_symbols & set(idx) for e in link):
+        return None
+    cuts = {z: set() for z in idx}
+    for a in atoms:
+        _, factors = sp.factor_list(a.args[0])
+        for f, _mult in factors:
+            fs = f.free_symbols
+            if len(fs) != 1 or not fs <= set(idx):
+                return None
+            z = next(iter(fs))
+            poly = sp.Poly(f, z)
+            cuts[z].update(poly.real_roots())
+    intervals = []
+    for z in idx:
+        c = sorted(cuts[z], key=lambda v: float(v))
+        ends = [-sp.oo] + c + [sp.oo]
+        intervals.append(list(zip(ends[:-1], ends[1:])))
+    boxes = []
+    for box in itertools.product(*intervals):
+        rep = {}
+        for z, (lo, hi) in zip(idx, box):
+            if lo == -sp.oo and hi == sp.oo:
+                rep[z] = sp.Integer(0)
+            elif lo == -sp.oo:
+                rep[z] = hi - 1
+            elif hi == sp.oo:
+                rep[z] = lo + 1
+            else:
+                rep[z] = (lo + hi) / 2
+        y = tuple(sp.nsimplify(e.xreplace(rep)) for e in link)
+        if any(v.free_symbols for v in y):
+            return None
+        boxes.append((box, y))
+    return [sorted(cuts[z], key=lambda v: float(v)) for z in idx], boxes
+
+
+def _interval_moments(lo, hi, dps):
+    """``(E[1_I], E[z 1_I], E[z^2 1_I])`` for ``z ~ N(0, 1)`` by mpmath quadrature."""
+    import mpmath
+
+    with mpmath.workdps(dps):
+        a = -mpmath.inf if lo == -sp.oo else mpmath.mpf(sp.N(lo, dps + 5))
+        b = mpmath.inf if hi == sp.oo else mpmath.mpf(sp.N(hi, dps + 5))
+        c = 1 / mpmath.sqrt(2 * mpmath.pi)
+        return [mpmath.quad(lambda t, k=k: t ** k * c * mpmath.exp(-t * t / 2), [a, b])
+                for k in range(3)]
+
+
+def _cell_moments(boxes, d, dps):
+    """Per distinct output value: ``(P(y), E[Z 1_y], E[Z Z^T 1_y])`` (mpmath)."""
+    import mpmath
+
+    cache = {}
+    cells = {}
+    with mpmath.workdps(dps):
+        for box, y in boxes:
+            ms = []
+            for lo, hi in box:
+                if (lo, hi) not in cache:
+                    cache[(lo, hi)] = _interval_moments(lo, hi, dps)
+                ms.append(cache[(lo, hi)])
+            m0 = [m[0] for m in ms]
+            p = mpmath.fprod(m0)
+            mean = mpmath.matrix(d, 1)
+            sec = mpmath.matrix(d, d)
+            for i in range(d):
+                others = mpmath.fprod(m0[k] for k in range(d) if k != i)
+                mean[i] = ms[i][1] * others
+                sec[i, i] = ms[i][2] * others
+                for j in range(i):
+                    rest = mpmath.fprod(m0[k] for k in range(d) if k not in (i, j))
+                    sec[i, j] = sec[j, i] = ms[i][1] * ms[j][1] * rest
+            if y in cells:
+                P0, m1, m2 = cells[y]
+                cells[y] = (P0 + p, m1 + mean, m2 + sec)
+            else:
+                cells[y] = (p, mean, sec)
+    return cells
+
+
+def _cells_operator_mp(model, cells_spec, noise_variance, dps):
+    """Eq. (15) for a sign-type link (mpmath at ``dps`` digits).  Returns ``(T, first)``
+    as dicts of mpf; noiseless: a finite sum over output values; with Gaussian noise on
+    a single output: ``int dy Z_out(y) f(y)`` by mpmath quadrature split at the values."""
+    import mpmath
+
+    P, M = model.P, model.M
+    d = P * M
+    _, boxes = cells_spec
+    with mpmath.workdps(dps):
+        cells = _cell_moments(boxes, d, dps)
+        keys = [(a, b, c, e) for a in range(P) for b in range(P) for c in range(P) for e in range(P)]
+        if not noise_variance:
+            T = {k: mpmath.mpf(0) for k in keys}
+            first = {(a, b): mpmath.mpf(0) for a in range(P) for b in range(P)}
+            for p, m1, m2 in cells.values():
+                mean = m1 / p
+                cov = m2 / p - mean * mean.T
+                for k, v in _mp_tensor_from_cov(cov, P, M, p).items():
+                    T[k] += v
+                for k, v in _mp_first(mean, P, M, p).items():
+                    first[k] += v
+            return T, first
+        if len(model.link) != 1:
+            raise ParameterError("noisy sign-type links are supported for a single output")
+        Delta = mpmath.mpf(noise_variance)
+        values = sorted(cells)
+        ys = [mpmath.mpf(sp.N(v[0], dps + 5)) for v in values]
+        memo = {}
+
+        def at(yv):
+            if yv not in memo:
+                lik = [mpmath.exp(-(yv - yk) ** 2 / (2 * Delta)) / mpmath.sqrt(2 * mpmath.pi * Delta)
+                       for yk in ys]
+                Z = mpmath.fsum(l * cells[v][0] for l, v in zip(lik, values))
+                m1 = sum((cells[v][1] * l for l, v in zip(lik, values)), mpmath.matrix(d, 1))
+                m2 = sum((cells[v][2] * l for l, v in zip(lik, values)), mpmath.matrix(d, d))
+                mean = m1 / Z
+                cov = m2 / Z - mean * mean.T
+                memo[yv] = (_mp_tensor_from_cov(cov, P, M, Z), _mp_first(mean, P, M, Z))
+            return memo[yv]
+
+        pts = [-mpmath.inf] + sorted(set(ys)) + [mpmath.inf]
+        T = {k: mpmath.quad(lambda yv, k=k: at(yv)[0][k], pts) for k in keys}
+        first = {k: mpmath.quad(lambda yv, k=k: at(yv)[1][k], pts)
+                 for k in [(a, b) for a in range(P) for b in range(P)]}
+        return T, first
+
+
+# ---------------------------------------------------------------------- scalar noisy links
+def _scalar_breakpoints(model):
+    """SymPy pieces of a one-index link ``g``: preimage branches ``z(y)``, kinks and
+    critical points (inner splits) and their images (outer splits)."""
+    z = model.indices[0, 0]
+    g = model.link[0].xreplace(model.params)
+    ysym = sp.Symbol("y_obs", real=True)
+    try:
+        pre = [sp.lambdify(ysym, s, "mpmath") for s in sp.solve(sp.Eq(g, ysym), z)]
+    except (NotImplementedError, ValueError, TypeError):
+        pre = []
+    points = set()
+    for a in g.atoms(sp.Abs, sp.Heaviside, sp.sign, sp.Max, sp.Min):
+        for arg in a.args:
+            if arg.free_symbols == {z}:
+                try:
+                    points.update(sp.Poly(arg, z).real_roots())
+                except sp.PolynomialError:
+                    pass
+    try:
+        crit = sp.solve(sp.diff(g, z), z)
+        points.update(c for c in crit if c.is_real)
+    except (NotImplementedError, ValueError, TypeError):
+        pass
+    points = sorted(points, key=lambda v: float(v))
+    gl = sp.lambdify(z, g, "mpmath")
+    return z, g, gl, pre, points
+
+
+def _scalar_operator_mp(model, noise_variance, dps):
+    """Eq. (15) for ``y = g(z) + sqrt(Delta) xi`` with one index and one output, by
+    nested mpmath quadrature: inner over ``z`` split at the real preimages of ``y`` and
+    the kinks, outer over ``y`` split at the images of kinks and critical points."""
+    import mpmath
+
+    _, g, gl, pre, points = _scalar_breakpoints(model)
+    with mpmath.workdps(dps):
+        Delta = mpmath.mpf(noise_variance)
+        c = 1 / mpmath.sqrt(2 * mpmath.pi * Delta) / mpmath.sqrt(2 * mpmath.pi)
+        kinks = [mpmath.mpf(sp.N(p, dps + 5)) for p in points]
+        outer = sorted(set(gl(k) for k in kinks))
+
+        def inner(yv):
+            cuts = set(kinks)
+            for f in pre:
+                try:
+                    v = f(yv)
+                except (ValueError, ZeroDivisionError):
+                    continue
+                if isinstance(v, mpmath.mpc):
+                    if abs(v.imag) > mpmath.mpf(10) ** (-dps) * (1 + abs(v)):
+                        continue
+                    v = v.real
+                cuts.add(v)
+            pts = [-mpmath.inf] + sorted(cuts) + [mpmath.inf]
+
+            def dens(t):
+                return c * mpmath.exp(-t * t / 2 - (yv - gl(t)) ** 2 / (2 * Delta))
+            return [mpmath.quad(lambda t, k=k: t ** k * dens(t), pts) for k in range(3)]
+
+        memo = {}
+
+        def at(yv):
+            if yv not in memo:
+                N0, N1, N2 = inner(yv)
+                mean = N1 / N0
+                J = N2 / N0 - mean * mean - 1
+                memo[yv] = (N0 * J * J, N0 * mean * mean)
+            return memo[yv]
+
+        pts = [-mpmath.inf] + outer + [mpmath.inf]
+        T = mpmath.quad(lambda yv: at(yv)[0], pts)
+        first = mpmath.quad(lambda yv: at(yv)[1], pts)
+    return {(0, 0, 0, 0): T}, {(0, 0): first}
+
+
+def _tanh_sinh_unit(level):
+    """Tanh-sinh rule on ``[0, 1]`` as distances to the nearer end (accurate near both
+    ends), a left/right flag and weights (Takahasi-Mori; cf. core.quadrature)."""
+    from ...core.quadrature import T_MAX
+
+    h = 2.0 ** (-level)
+    kmax = int(np.floor(T_MAX / h))
+    t = np.arange(-kmax, kmax + 1) * h
+    u = 0.5 * np.pi * np.sinh(t)
+    e = np.exp(-2.0 * np.abs(u))
+    gap = e / (1.0 + e)
+    w = h * 0.5 * np.pi * np.cosh(t) / (2.0 * np.cosh(u) ** 2)
+    return gap, u < 0, w
+
+
+def _split_nodes(cuts, level):
+    """Nodes and weights of the tanh-sinh rule on every interval between consecutive
+    ``cuts (n, k)`` (rows sorted; zero-length intervals contribute nothing)."""
+    gap, left, w = _tanh_sinh_unit(level)
+    a, b = cuts[:, :-1, None], cuts[:, 1:, None]
+    L = b - a
+    x = np.where(left, a + L * gap, b - L * gap)
+    return x.reshape(len(cuts), -1), (L * w).reshape(len(cuts), -1)
+
+
+def _scalar_operator_float(model, noise_variance, level, z_max=12.0):
+    """Eq. (15) for ``y = g(z) + sqrt(Delta) xi`` (one index, one output) in float64:
+    nested tanh-sinh, inner over ``|z| <= z_max`` (Gaussian mass outside ~1e-32) split at
+    the kinks and the real preimages of ``y`` (SymPy), outer over ``y`` split at the
+    images of kinks, critical points and ``z = +-(0.5, 1, 2, 3, 4, 6, 8)``.  Returns
+    ``(T, first, mass)``."""
+    z, g, _, pre, points = _scalar_breakpoints(model)
+    gnum = sp.lambdify(z, g, "numpy")
+    ysym = sp.Symbol("y_obs", real=True)
+    pre_np = []
+    try:
+        pre_np = [sp.lambdify(ysym, s, "numpy") for s in sp.solve(sp.Eq(g, ysym), z)]
+    except (NotImplementedError, ValueError, TypeError):
+        pass
+    Delta = float(noise_variance)
+    sd = math.sqrt(Delta)
+    kinks = np.array([float(p) for p in points if abs(float(p)) < z_max])
+    zgrid = np.linspace(-z_max, z_max, 4001)
+    gz = np.asarray(gnum(zgrid), dtype=float) * np.ones_like(zgrid)
+    marks = np.concatenate([kinks, [0.5, 1, 2, 3, 4, 6, 8], [-0.5, -1, -2, -3, -4, -6, -8]])
+    ymarks = np.asarray(gnum(marks), dtype=float) * np.ones_like(marks)
+    y_lo, y_hi = gz.min() - 12 * sd, gz.max() + 12 * sd
+    ycuts = np.unique(np.concatenate([[y_lo, y_hi], ymarks[(ymarks > y_lo) & (ymarks < y_hi)]]))
+    Y, WY = _split_nodes(ycuts[None, :], level)
+    Y, WY = Y[0], WY[0]
+    # inner cuts per y: -z_max, kinks, real preimages, z_max (missing ones -> z_max)
+    cols = [np.full_like(Y, -z_max), np.full_like(Y, z_max)] + [np.full_like(Y, k) for k in kinks]
+    with np.errstate(all="ignore"):
+        for f in pre_np:
+            v = np.asarray(f(Y + 0j), dtype=complex) * np.ones_like(Y)
+            real = np.abs(v.imag) <= 1e-12 * (1 + np.abs(v.real))
+            vr = np.where(real & (np.abs(v.real) < z_max), v.real, z_max)
+            cols.append(vr)
+    cuts = np.sort(np.stack(cols, axis=1), axis=1)
+    Zn, Wz = _split_nodes(cuts, level)
+    gZ = np.asarray(gnum(Zn), dtype=float) * np.ones_like(Zn)
+    logf = -0.5 * Zn ** 2 - (Y[:, None] - gZ) ** 2 / (2 * Delta)
+    top = np.max(logf, axis=1, keepdims=True)
+    f = np.exp(logf - top) * Wz
+    N0 = f.sum(axis=1)
+    mean = (f * Zn).sum(axis=1) / N0
+    second = (f * Zn ** 2).sum(axis=1) / N0
+    J = second - mean ** 2 - 1.0
+    dens = N0 * np.exp(top[:, 0]) / (2 * math.pi * sd)
+    T = float(np.sum(WY * dens * J * J))
+    first = float(np.sum(WY * dens * mean * mean))
+    mass = float(np.sum(WY * dens))
+    return np.array(T).reshape(1, 1, 1, 1), np.array(first).reshape(1, 1), mass
+
+
+# ---------------------------------------------------------------------- constant mixing, mpmath
+def gauss_hermite_mp(n, dps):
+    """Probabilists' Gauss-Hermite nodes and weights (``sum w f(x) ~ E f(N(0,1))``) at
+    ``dps`` digits by Golub-Welsch: eigenvalues of the Jacobi matrix of the Hermite
+    recurrence (off-diagonal ``sqrt(k)``) and squared first eigenvector components."""
+    import mpmath
+
+    with mpmath.workdps(dps):
+        A = mpmath.matrix(n, n)
+        for k in range(1, n):
+            A[k, k - 1] = A[k - 1, k] = mpmath.sqrt(k)
+        x, Q = mpmath.eigsy(A)
+        return [x[i] for i in range(n)], [Q[0, i] ** 2 for i in range(n)]
+
+
+def _constant_mixing_operator_mp(model, n, dps):
+    """Eq. (15) for a reduced link without free rows, mpmath Gauss-Hermite ``n^{Mr}`` in
+    ``h`` (exact for polynomial integrands); branches and Jacobians by the same SymPy
+    expressions evaluated in mpmath (:meth:`Kernel.mp`)."""
+    import itertools
+
+    import mpmath
+
+    rp = ReducedPosterior(model)
+    P, M, r = model.P, model.M, rp.r
+    d = P * M
+    Mr = M * r
+    with mpmath.workdps(dps):
+        x, w = gauss_hermite_mp(n, dps)
+        Tmix = mpmath.matrix(model.reduction.mixing.xreplace(model.params).evalf(dps + 5).tolist())
+        Tinv = Tmix ** -1
+        ldT = mpmath.log(abs(mpmath.det(Tmix)))
+        pars = [mpmath.mpf(v) for v in rp.pars]
+        tol = mpmath.mpf(10) ** (-(dps // 2))
+        keys = [(a, b, c, e) for a in range(P) for b in range(P) for c in range(P) for e in range(P)]
+        T = {k: mpmath.mpf(0) for k in keys}
+        first = {(a, b): mpmath.mpf(0) for a in range(P) for b in range(P)}
+        for combo in itertools.product(range(n), repeat=Mr):
+            weight = mpmath.fprod(w[i] for i in combo)
+            H = mpmath.matrix(M, r)
+            for j, i in enumerate(combo):
+                H[j // r, j % r] = x[i]
+            E = Tmix * H
+            Ef = [E[i // r, i % r] for i in range(Mr)]
+            fe = rp.feature_kernel.mp(*Ef, *pars, dps=dps)
+            phi, ref = fe[:rp.n_feat], fe[rp.n_feat + 1:]
+            Eb = rp.branch_kernel.mp(*phi, *pars, dps=dps)
+            pts, lws = [], []
+            for k in range(rp.n_branches):
+                Ek = Eb[k * Mr:(k + 1) * Mr]
+                if any(isinstance(v, mpmath.mpc) and abs(v.imag) > tol for v in Ek):
+                    continue
+                Ek = [v.real if isinstance(v, mpmath.mpc) else v for v in Ek]
+                fk = rp.feature_kernel.mp(*Ek, *pars, dps=dps)
+                if any(abs(a - b) > tol * (1 + abs(b)) for a, b in zip(fk[rp.n_feat + 1:], ref)):
+                    continue
+                detk = abs(fk[rp.n_feat])
+                if detk == 0:
+                    continue
+                X = Tinv * mpmath.matrix([[Ek[i * r + q] for q in range(r)] for i in range(M)])
+                zvec = mpmath.matrix(d, 1)
+                for q, a in enumerate(rp.solved_rows):
+                    for m in range(M):
+                        zvec[a * M + m] = X[m, q]
+                sq = mpmath.fsum(X[m, q] ** 2 for m in range(M) for q in range(r))
+                lws.append(-sq / 2 - r * ldT - mpmath.log(detk))
+                pts.append(zvec)
+            if not pts:
+                raise ArithmeticError("no valid inversion branch at a quadrature node")
+            top = max(lws)
+            ws = [mpmath.exp(l - top) for l in lws]
+            tot = mpmath.fsum(ws)
+            mean = sum((p * (wk / tot) for p, wk in zip(pts, ws)), mpmath.matrix(d, 1))
+            cov = sum(((p - mean) * (p - mean).T * (wk / tot) for p, wk in zip(pts, ws)),
+                      mpmath.matrix(d, d))
+            for k2, v in _mp_tensor_from_cov(cov, P, M, weight).items():
+                T[k2] += v
+            for k2, v in _mp_first(mean, P, M, weight).items():
+                first[k2] += v
+    return T, first
+
+
+# ---------------------------------------------------------------------- Monte Carlo
+def _monte_carlo_operator(model, noise_variance, samples, seed, rule, batches=20):
+    """Eq. (15) by Monte Carlo over ``Z ~ N(0, I)`` (+ output noise) through the model's
+    channel.  Returns per-batch tensors (heavy tails: the error bar is the spread of
+    batch means, smi.md 11.8)."""
+    P, M = model.P, model.M
+    rng = np.random.default_rng(seed)
+    ch = model.channel(noise_variance if noise_variance else None, rule)
+    per_batch = max(2, int(samples) // batches)
+    Ts, firsts = [], []
+    for _ in range(batches):
+        Z = rng.standard_normal((per_batch, P, M))
+        y = model.g(Z).reshape(per_batch, -1)
+        if noise_variance:
+            y = y + math.sqrt(noise_variance) * rng.standard_normal(y.shape)
+        _, mean, cov = ch.moments(y, np.zeros((per_batch, P, M)), np.eye(P))
+        bad = ~(np.all(np.isfinite(cov.reshape(per_batch, -1)), axis=1))
+        if bad.any():
+            raise FloatingPointError(f"posterior moments not finite on {bad.sum()} samples "
+                                     "(channel quadrature failed)")
+        w = np.full(per_batch, 1.0 / per_batch)
+        T, first, _ = _operator_from_nodes(w, (None, mean, cov), P, M)
+        Ts.append(T)
+        firsts.append(first)
+    return np.array(Ts), np.array(firsts), per_batch * batches
+
+
+# ---------------------------------------------------------------------- assembly
+def choose_method(model, noise_variance=None) -> str:
+    """``observation-grid`` | ``cells`` | ``scalar-quadrature`` | ``monte-carlo``."""
+    if not noise_variance and model.reduction is not None:
+        return "observation-grid"
+    if sign_cells(model) is not None:
+        return "cells"
+    if noise_variance and model.P * model.M == 1 and len(model.link) == 1:
+        return "scalar-quadrature"
+    return "monte-carlo"
+
+
+def _mp_operator(model, method, noise_variance, dps, gh_nodes):
+    if method == "cells":
+        return _cells_operator_mp(model, sign_cells(model), noise_variance, dps)
+    if method == "scalar-quadrature":
+        return _scalar_operator_mp(model, noise_variance, dps)
+    if method == "observation-grid" and ReducedPosterior(model).constant_mixing \
+            and not model.free_rows:
+        return _constant_mixing_operator_mp(model, gh_nodes, dps)
+    raise ParameterError(
+        "precision is available for sign-type links, one-index links with Gaussian output "
+        "noise and reduced links without free rows (e.g. y = z z^T); this model's "
+        f"expectation ({method}) is computed in float64 only")
+
+
+def linearized_operator(model, *, noise_variance=None, method="auto", outer_nodes=48,
+                        width=8.0, rule=None, samples=200000, seed=0, dps=None):
+    """The operator (15) at the trivial point with the expectation computed by ``method``
+    (see the module docstring; ``auto`` picks by :func:`choose_method`).
+
+    ``outer_nodes``/``width``: observation grid (nodes per axis, box in units of the
+    largest singular value of the mixing; Gauss-Hermite nodes per axis when the mixing
+    is constant); ``rule``: quadrature over the free rows; ``samples``/``seed``: Monte
+    Carlo; ``dps``: mpmath digits for the cells and scalar-quadrature methods (default
+    20).  Returns a :class:`LinearizedOperator` (no error estimate: compare resolutions,
+    as :func:`weak_recovery` does)."""
+    if noise_variance is not None and not (np.isfinite(noise_variance) and noise_variance >= 0):
+        raise ParameterError(f"noise_variance must be finite and >= 0, got {noise_variance}")
+    method = choose_method(model, noise_variance) if method == "auto" else method
+    P, M = model.P, model.M
+    rule = rule or TensorRule("gauss-hermite", 30)
+    if method == "observation-grid":
+        if noise_variance:
+            raise ParameterError("the observation grid is for noiseless links (noise_variance 0)")
+        T, first, info = _observation_grid(model, outer_nodes=outer_nodes, width=width, rule=rule)
+        return LinearizedOperator(T, operator_matrix(T), first, method, info["mass"], info)
+    if method in ("cells", "scalar-quadrature"):
+        if method == "cells" and sign_cells(model) is None:
+            raise ParameterError("method 'cells' needs a link made of signs of index factors")
+        if method == "scalar-quadrature" and not (noise_variance and P * M == 1):
+            raise ParameterError("method 'scalar-quadrature' needs one index, one output and "
+                                 "noise_variance > 0")
+        Td, Fd = _mp_operator(model, method, noise_variance, dps or 20, None)
+        T, first = _dict_to_tensor(Td, Fd, P)
+        return LinearizedOperator(T, operator_matrix(T), first, method, 1.0,
+                                  {"dps": dps or 20})
+    if method == "monte-carlo":
+        Ts, Fs, n = _monte_carlo_operator(model, noise_variance, samples, seed, rule)
+        T = Ts.mean(axis=0)
+        return LinearizedOperator(T, operator_matrix(T), Fs.mean(axis=0), method, 1.0,
+                                  {"samples": n, "batch_tensors": Ts, "batch_first": Fs})
+    raise ParameterError(f"method must be auto, observation-grid, cells, scalar-quadrature or "
+                         f"monte-carlo, got {method!r}")
+
+
