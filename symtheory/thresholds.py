@@ -1,27 +1,23 @@
-"""Weak-recovery and grand-staircase thresholds (smi.md 7-8): the public entry points.
+"""Weak-recovery and grand-staircase thresholds (smi.md 7-8): the public entry points,
+re-exported from :mod:`symtheory.glm.thresholds` (where they live and are documented).
 
 * :func:`weak_recovery` -- ``alpha_c = 1/lambda_max`` of the linearized SE (Eqs. 15-16)
   of any declared multi-index model, deterministic where the dimension allows, with an
   error estimate, the learnable subspace and, with ``precision=P``, ``P`` digits
   confirmed by a ``2P``-digit run;
 * :func:`staircase` -- the next threshold of the grand staircase (Eqs. 17-18);
-* :func:`linearized_operator` -- the operator itself (its tensor and matrix).
+* :func:`linearized_operator` -- the operator itself (its tensor and matrix);
+* :class:`ThresholdResult`, :class:`StaircaseMap`.
 
-They live in :mod:`symtheory.glm.thresholds.weak_recovery`; this module re-exports them lazily so that
-``import symtheory`` stays instant.
+``import symtheory`` does not load this module (``symtheory.thresholds`` is a lazy
+submodule of the package); importing it loads the threshold numerics it names.
 """
 from __future__ import annotations
 
-import importlib
+from .glm.thresholds.expectations import linearized_operator
+from .glm.thresholds.operator import ThresholdResult
+from .glm.thresholds.staircase import StaircaseMap, staircase
+from .glm.thresholds.weak_recovery import weak_recovery
 
-_EXPORTS = {"weak_recovery": "thresholds.weak_recovery", "staircase": "thresholds.staircase",
-            "linearized_operator": "thresholds.expectations",
-            "ThresholdResult": "thresholds.operator", "StaircaseMap": "thresholds.staircase"}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"symtheory.glm.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["StaircaseMap", "ThresholdResult", "linearized_operator", "staircase",
+           "weak_recovery"]

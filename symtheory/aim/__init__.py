@@ -9,21 +9,17 @@ arXiv:2408.03733 (QN = one token, identity link, ``rho = kappa``).  Package nota
 >>> from symtheory import aim
 >>> table = aim.bo_curve([0.02, 0.05], rho=0.5, seq_len=2, link="softmax")
 
-Imports are lazy: nothing numeric loads until an attribute is used.
+Imports are lazy (``lazy_loader``): nothing numeric loads until an attribute is used.
+``aim.theory`` is the submodule :mod:`symtheory.aim.theory` (``from symtheory.aim import
+theory``); its kernel holder is ``aim.theory.theory()``.
 """
 from __future__ import annotations
 
-import importlib
+import lazy_loader as _lazy
 
-_EXPORTS = {name: "theory" for name in (
-    "AIMPoint", "alpha_pr", "alpha_tilde", "bo_curve", "bo_point", "constraints_per_sample",
-    "gen_error", "low_rank_point", "mmse_denoising", "mmse_denoising_mp", "qn_paper_units",
-    "rho_infinity_mse", "rie_denoise", "theory", "thresholds")}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = _lazy.attach(
+    __name__, submodules=["theory"],
+    submod_attrs={"theory": ["AIMPoint", "alpha_pr", "alpha_tilde", "bo_curve", "bo_point",
+                             "constraints_per_sample", "gen_error", "low_rank_point",
+                             "mmse_denoising", "mmse_denoising_mp", "qn_paper_units",
+                             "rho_infinity_mse", "rie_denoise", "thresholds"]})

@@ -9,34 +9,16 @@ value carries an error bound ``mmse_error`` and ``converged`` means certified.
 
 >>> from symtheory import bsr
 >>> table = bsr.bo_curve([0.1, 0.2, 0.3], beta=2.0, rho=0.5, delta=0.0)
+
+Imports are lazy (``lazy_loader``): the command-line parser imports
+:mod:`symtheory.bsr.cli` without the numerics.  ``bsr.theory`` is the function
+:func:`~symtheory.bsr.theory.theory` (the kernels), also after the submodule of the same
+name has been imported (``lazy_loader`` guards the name).
 """
-import importlib
-import sys
-import types
+import lazy_loader as _lazy
 
-# lazy (PEP 562): the command-line parser imports symtheory.bsr.cli without the numerics
-_FROM_THEORY = ("BOPoint", "MMSEEstimate", "alpha_pr", "bo_curve", "bo_point", "canonical",
-                "mmse_rie", "mmse_rie_estimate", "mmse_rie_mp", "ridge_mse", "solve_overlap",
-                "theory")
-
-__all__ = ["bo_curve", "bo_point", "alpha_pr", "ridge_mse", "mmse_rie", "mmse_rie_estimate",
-           "mmse_rie_mp", "BOPoint", "MMSEEstimate", "solve_overlap", "theory"]
-
-
-def __getattr__(name):
-    if name in _FROM_THEORY:
-        return getattr(importlib.import_module(f"{__name__}.theory"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-class _Package(types.ModuleType):
-    """``bsr.theory`` stays the function ``theory()`` (as with an eager ``from .theory
-    import theory``) when importing the submodule ``bsr.theory`` rebinds the attribute."""
-
-    def __setattr__(self, name, value):
-        if name == "theory" and isinstance(value, types.ModuleType):
-            value = value.theory
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+__getattr__, __dir__, __all__ = _lazy.attach(
+    __name__,
+    submod_attrs={"theory": ["BOPoint", "MMSEEstimate", "alpha_pr", "bo_curve", "bo_point",
+                             "canonical", "mmse_rie", "mmse_rie_estimate", "mmse_rie_mp",
+                             "ridge_mse", "solve_overlap", "theory"]})

@@ -12,33 +12,13 @@ See docs/sweep.md.
 """
 from __future__ import annotations
 
-import importlib
+import lazy_loader as _lazy
 
-_EXPORTS = {
-    "run": "runner", "RunReport": "runner", "execute_point": "runner", "local_cluster": "runner",
-    "load_spec": "spec", "build_spec": "spec", "Spec": "spec",
-    "Store": "store",
-    "discover": "registry", "figures": "registry",
-    "reproduce_figure": "reproduce",
-    "collect": "results",
-}
-
-__all__ = sorted(_EXPORTS) + ["load_results"]
-
-
-def load_results(spec, *, store=None, any_code: bool = False):
-    """The stored results of a spec (path, text, dict or Spec) as
-    :class:`~symtheory.sweep.results.Collected` (``.tables``: ``{block label: Table}``)."""
-    from .results import collect
-    from .spec import load_spec
-    from .store import Store
-
-    spec = load_spec(spec, store=store)
-    with Store(spec.store, readonly=True) as st:
-        return collect(st, spec, any_code=any_code)
-
-
-def __getattr__(name):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = _lazy.attach(
+    __name__,
+    submod_attrs={"runner": ["run", "RunReport", "execute_point", "local_cluster"],
+                  "spec": ["load_spec", "build_spec", "Spec"],
+                  "store": ["Store"],
+                  "registry": ["discover", "figures"],
+                  "reproduce": ["reproduce_figure"],
+                  "results": ["collect", "load_results"]})

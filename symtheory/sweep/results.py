@@ -225,3 +225,13 @@ def sniff_store(path) -> bool:
 
 def echo(text: str) -> None:
     print(text, file=sys.stderr)
+
+
+def load_results(spec, *, store=None, any_code: bool = False):
+    """The stored results of a spec (path, text, dict or Spec) as :class:`Collected`
+    (``.tables``: ``{block label: Table}``)."""
+    from .spec import load_spec
+
+    spec = load_spec(spec, store=store)
+    with Store(spec.store, readonly=True) as st:
+        return collect(st, spec, any_code=any_code)
