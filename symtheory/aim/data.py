@@ -34,10 +34,7 @@ import numpy as np
 from ..core import validate
 from ..core.memory import check_allocation
 from ..core.validate import ParameterError
-
-LINKS = ("softmax", "identity", "hardmax")
-#: links whose output carries information with a single token
-ONE_TOKEN_LINKS = ("identity",)
+from .registry import LINKS, ONE_TOKEN_LINKS
 
 
 @dataclass(frozen=True)

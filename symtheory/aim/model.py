@@ -39,6 +39,8 @@ import sympy as sp
 from ..core import freeprob, functionals
 from ..core.derive import cached_derivation
 from ..glm.factors import linear_rank, priors, spectral_priors
+from . import registry
+from .registry import SYMBOLIC_LINKS
 
 t, D = sp.symbols("t D", positive=True)
 rho = sp.Symbol("rho", positive=True)
@@ -50,7 +52,7 @@ v = sp.Symbol("v", nonnegative=True)              # MSE = Q0 - q
 V = sp.Symbol("V", nonnegative=True)              # posterior variance of one index
 k = sp.Symbol("k", positive=True)                 # revealed indices per sample
 beta = sp.Symbol("beta", positive=True)           # inverse temperature
-LINKS = ("softmax", "identity")
+LINKS = SYMBOLIC_LINKS          # the links with this symbolic theory (registry)
 
 
 # ----------------------------------------------------------------------- prior
@@ -273,7 +275,7 @@ def gen_error_identity(seq_len: int):
 
 
 # ----------------------------------------------------------------------- hardmax, T = 2
-HARDMAX_VARIANTS = ("bayes", "joint-density")
+HARDMAX_VARIANTS = registry.HARDMAX_VARIANTS
 
 
 def hardmax_projection(seq_len: int = 2):
