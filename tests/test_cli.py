@@ -156,7 +156,8 @@ def test_bsr_help_states_the_normalization(capsys):
     assert "rho = r/d at every beta" in text and "alpha = n/(dL)" in text
     code, out, _ = run(["smi", "gamp", "--help"], capsys)
     text = " ".join(out.split())
-    assert "alpha = n/d" in text and "weight of the previous iterate in [0, 1)" in text
+    assert "alpha = n/d" in text and "weight t of the previous iterate" in text
+    assert "--damping DAMPING damping: weight t of the previous iterate" in text and "[0, 1)" in text
     assert "--inv-temp" in text and "--beta" not in text
 
 
@@ -339,3 +340,155 @@ def test_smi_se_sampling_designs_agree_and_are_recorded(tmp_path, capsys):
     diff = abs(float(a["Q11"]) - float(b["Q11"]))
     assert diff <= 5 * math.hypot(float(a["Q11_stderr"]), float(b["Q11_stderr"])), (a, b)
     assert 0.0 < float(a["Q11_stderr"])
+
+
+# ------------------------------------------------------------------ one schema
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+PAPERS = {"bsr": "arXiv:2410.18858", "smi": "arXiv:2502.00901", "aim": "arXiv:2506.01582"}
+
+
+def test_every_family_help_names_its_paper():
+    from symtheory.cli import build_parser
+
+    for path, p in _subcommands(build_parser()):
+        if path[:1] and path[0] in PAPERS:
+            assert PAPERS[path[0]] in " ".join(p.format_help().split()), path
+
+
+def test_options_page_is_up_to_date():
+    """docs/reference/options.md is generated from the schemas; regenerate it with
+    `symtheory docs options > docs/reference/options.md`."""
+    from symtheory.cli import options_page
+
+    page = (ROOT / "docs" / "reference" / "options.md").read_text()
+    assert page == options_page(), "regenerate: symtheory docs options > docs/reference/options.md"
+
+
+def test_options_page_states_ranges_and_reasons():
+    from symtheory.cli import options_page
+
+    page = options_page()
+    for needle in ("## `symtheory smi se`", "## `smi.se_point`", "an integer in [1, 6]",
+                   "a real in (0, 1e+12]", "Grids: `--X-grid START STOP NUM`", "1 to 10000"):
+        assert needle in page, needle
+
+
+def _range(p):
+    return (p.kind, p.low, p.high, p.low_open, p.high_open, p.allow_inf)
+
+
+def _schema_options():
+    """``{(family, task): {dest: Param}}`` of the options generated from schemas."""
+    from symtheory.cli import build_parser
+
+    out = {}
+    for path, p in _subcommands(build_parser()):
+        if len(path) == 2:
+            out[path] = {a.dest: a.param for a in p._actions
+                         if getattr(a, "param", None) is not None and not a.dest.endswith("_grid")}
+    return out
+
+
+#: command line -> the sweep computation running the same task
+SAME_TASK = {("smi", "se"): "smi.se_point", ("smi", "gamp"): "smi.gamp", ("smi", "sgd"): "smi.sgd",
+             ("aim", "theory"): "aim.theory_point", ("aim", "gamp"): "aim.gamp",
+             ("aim", "gd"): "aim.gd", ("bsr", "theory"): "bsr.theory_point",
+             ("bsr", "gamp"): "bsr.gamp", ("bsr", "gd"): "bsr.gd", ("bsr", "mnne"): "bsr.mnne",
+             ("bsr", "mnne-threshold"): "bsr.thresholds"}
+#: where one name has two ranges in one family, and why (each a separate declaration)
+TWO_RANGES = {
+    ("bsr", "alpha"): "theory: alpha = 0 allowed; a simulation needs n >= 1",
+    ("bsr", "beta"): "theory: the beta -> inf limit; a simulation needs finite L",
+    ("bsr", "rho"): "mnne-threshold: rank 0 allowed (both thresholds 0)",
+    ("aim", "alpha"): "theory: alpha = 0 allowed; a simulation needs n >= 1",
+    ("aim", "rho"): "theory/threshold: the limits rho = 0 and inf (closed forms); "
+                    "simulations and sweeps need 0 < rho < inf",
+}
+
+
+def test_a_task_parameter_has_the_range_of_its_sweep_computation():
+    """CLI option and sweep parameter of the same task are one schema entry: same range."""
+    from symtheory.sweep.registry import discover
+
+    comps, options = discover(), _schema_options()
+    compared = 0
+    for cmd, name in SAME_TASK.items():
+        for dest, param in options[cmd].items():
+            if dest in comps[name].params and (cmd[0], dest) not in TWO_RANGES:
+                assert _range(param) == _range(comps[name].params[dest]), (cmd, dest)
+                compared += 1
+    assert compared >= 60
+
+
+def test_one_range_per_option_name_within_a_family():
+    seen = {}
+    for (family, task), params in _schema_options().items():
+        for dest, param in params.items():
+            if (family, dest) in TWO_RANGES or dest == "link":   # link: gd offers a subset
+                continue
+            key = (family, dest)
+            if key in seen:
+                assert _range(param) == _range(seen[key][1]), (key, seen[key][0], task)
+            else:
+                seen[key] = (task, param)
+    assert {("smi", "seq_len"), ("smi", "depth"), ("smi", "quadrature_nodes")} <= set(seen)
+
+
+@pytest.mark.parametrize("name,shape", [
+    ("attention", {"depth": 1, "seq_len": 2}), ("attention", {"depth": 2, "seq_len": 3}),
+    ("linear-attention", {"depth": 2, "seq_len": 3}), ("outer-product", {"seq_len": 3}),
+    ("linear-tokens", {"seq_len": 2}), ("phase-retrieval", {}), ("sign-product", {}),
+])
+def test_registry_knows_sizes_and_reductions_without_building(name, shape):
+    """What the registry states before any SymPy work is what the built model has."""
+    from symtheory.smi import registry
+    from symtheory.smi.params import SHAPE_DEFAULTS
+
+    values = {k: shape.get(k, SHAPE_DEFAULTS[k]) for k in registry.MODELS[name].shape}
+    model = registry.build_model(name, values)
+    v = dict(SHAPE_DEFAULTS, **values)
+    assert registry.MODELS[name].sizes(v) == (model.P, model.M, model.link.rows * model.link.cols)
+    assert registry.MODELS[name].reduced(v) == (model.reduction is not None)
+
+
+def test_aim_links_are_declared_once():
+    from symtheory.aim import data, gd, gd_cli, model, registry
+    from symtheory.aim import params as P
+
+    assert data.LINKS is registry.LINKS and gd.TRAINABLE_LINKS is registry.TRAINABLE_LINKS
+    assert gd_cli.LINKS is registry.TRAINABLE_LINKS and P.LINK.choices == registry.LINKS
+    assert set(model.LINKS) == set(registry.SYMBOLIC_LINKS)
+
+
+def test_smi_models_are_declared_once():
+    from symtheory.smi import params as P
+    from symtheory.smi import registry, tasks
+
+    assert tasks.MODEL_PARAMS["model"].choices == registry.names("se")
+    assert P.THRESHOLD["model"].choices == registry.names("threshold")
+    assert set(registry.names("threshold")) == {"attention", "outer-product", "phase-retrieval",
+                                               "sign-product"}
+
+
+# ------------------------------------------------------------------ aim rho = inf
+def test_aim_rho_infinity_is_the_closed_form_line(capsys):
+    """aim.md 4.2: noiseless mmse = 1 - alpha (T^2 + T - 2) on the rho = inf line; q
+    diverges and is not printed; the softmax test error is refused, the identity's exact."""
+    code, out, _ = run(["aim", "theory", "--rho", "inf", "--seq-len", "2", "--alpha", "0.05",
+                        "0.3", "--no-gen-error"], capsys)
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert "q" not in rows[0] and "converged" not in rows[0]
+    assert float(rows[0]["mmse"]) == pytest.approx(1 - 0.05 * 4, abs=1e-15)
+    assert float(rows[1]["mmse"]) == 0.0
+    assert rows[0]["method"] == "closed form (aim.md 4.2)"
+    code, out, _ = run(["aim", "theory", "--rho", "inf", "--seq-len", "1", "--link", "identity",
+                        "--alpha", "0.1"], capsys)
+    assert code == 0
+    row = next(csv.DictReader(io.StringIO(out)))
+    assert math.isfinite(float(row["gen_error"])) and float(row["gen_error_stderr"]) == 0.0
+    assert_columns_described(["aim", "theory"], list(row))

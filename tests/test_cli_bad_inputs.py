@@ -87,8 +87,8 @@ CASES = [
     ("bsr mnne-threshold", ["--beta", "0", "--rho", "0.3"], ["--beta", "(0, inf)"]),
     ("bsr mnne-threshold", ["--beta", "2", "--rho", "0.3", "--format", "tsv"], ["--format", "csv, json"]),
     # ------------------------------------------------------------- smi se
-    ("smi se", [*SMI_LIGHT, "--alpha", "0"], ["--alpha", "(0, inf)"]),
-    ("smi se", [*SMI_LIGHT, "--alpha-grid", "0", "1", "5"], ["START", "(0, inf)"]),
+    ("smi se", [*SMI_LIGHT, "--alpha", "0"], ["--alpha", "(0, 1e+12]"]),
+    ("smi se", [*SMI_LIGHT, "--alpha-grid", "0", "1", "5"], ["START", "(0, 1e+12]"]),
     ("smi se", [*SMI_LIGHT, "--alpha", "0.5", "--samples", "10"], ["--samples", ">= 100"]),
     ("smi se", [*SMI_LIGHT, "--alpha", "0.5", "--error-samples", "5"], ["--error-samples", ">= 100"]),
     ("smi se", [*SMI_LIGHT, "--alpha", "0.5", "--damping", "1"], ["--damping", "[0, 1)"]),
@@ -97,8 +97,8 @@ CASES = [
     ("smi se", [*SMI_LIGHT, "--alpha", "0.5", "--max-iter", "0"], ["--max-iter", ">= 1"]),
     ("smi se", [*SMI_LIGHT, "--alpha", "0.5", "--start", "random"], ["--start", "uninformed, informed"]),
     ("smi se", ["--model", "transformer", "--alpha", "0.5"], ["--model", "attention, linear-attention"]),
-    ("smi se", ["--depth", "0", "--alpha", "0.5"], ["--depth", ">= 1"]),
-    ("smi se", ["--seq-len", "0", "--alpha", "0.5"], ["--seq-len", ">= 1"]),
+    ("smi se", ["--depth", "0", "--alpha", "0.5"], ["--depth", "[1, 3]"]),
+    ("smi se", ["--seq-len", "0", "--alpha", "0.5"], ["--seq-len", "[1, 6]"]),
     ("smi se", ["--skip", "0", "--alpha", "0.5"], ["--skip", "(0, inf)"]),
     ("smi se", ["--inv-temp", "-1", "--alpha", "0.5"], ["--inv-temp", "(0, inf)"]),
     ("smi se", ["--inv-temp", "nan", "--alpha", "0.5"], ["--inv-temp", "(0, inf)"]),
@@ -107,9 +107,9 @@ CASES = [
     ("smi se", [*SMI_LIGHT, "--alpha", "0.5", "--quadrature", "simpson"],
      ["--quadrature", "gauss-hermite, uniform"]),
     ("smi se", [*SMI_LIGHT, "--alpha", "0.5", "--quadrature-nodes", "1"],
-     ["--quadrature-nodes", "[2, 200]"]),
+     ["--quadrature-nodes", "[4, 200]"]),
     ("smi se", [*SMI_LIGHT, "--alpha", "0.5", "--quadrature-nodes", "1e9"],
-     ["--quadrature-nodes", "[2, 200]"]),
+     ["--quadrature-nodes", "[4, 200]"]),
     ("smi se", ["--model", "linear-tokens", "--alpha", "0.5"], ["--noise", "(0, inf)"]),
     ("smi se", [*SMI_LIGHT, "--depth", "3", "--alpha", "0.5"], ["--depth", "attention"]),
     ("smi se", [*SMI_LIGHT, "--alpha", "0.5", "--seed", "-1"], ["--seed", ">= 0"]),
@@ -126,8 +126,8 @@ CASES = [
     ("smi error", [*SMI_LIGHT], ["--overlap must be given"]),
     # ------------------------------------------------------------- smi gamp
     ("smi gamp", [*SMI_LIGHT, "--d", "1", "--alpha", "1"], ["--d", ">= 2"]),
-    ("smi gamp", [*SMI_LIGHT, "--d", "20", "--alpha", "0"], ["--alpha", "(0, inf)"]),
-    ("smi gamp", [*SMI_LIGHT, "--d", "20", "--alpha", "inf"], ["--alpha", "(0, inf)"]),
+    ("smi gamp", [*SMI_LIGHT, "--d", "20", "--alpha", "0"], ["--alpha", "(0, 1e+12]"]),
+    ("smi gamp", [*SMI_LIGHT, "--d", "20", "--alpha", "inf"], ["--alpha", "(0, 1e+12]"]),
     ("smi gamp", [*SMI_LIGHT, *SMI_GAMP, "--damping", "2"], ["--damping", "[0, 1)"]),
     ("smi gamp", [*SMI_LIGHT, *SMI_GAMP, "--damping", "-0.5"], ["--damping", "[0, 1)"]),
     ("smi gamp", [*SMI_LIGHT, *SMI_GAMP, "--max-iter", "0"], ["--max-iter", ">= 1"]),
@@ -300,3 +300,77 @@ def test_model_file_error_through_the_entry_point(tmp_path):
     res = _run("smi", "error", "--model-file", str(path), "--overlap", "0.5")
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert str(path) in res.stderr and "ModuleNotFoundError" in res.stderr
+
+
+# ----------------------------------------------------------------- gaps a newcomer found
+# each ran silently for a minute or more, or failed deep inside without naming the option
+GAPS = [
+    (["smi", "se", "--seq-len", "7", "--alpha", "0.5"],
+     ["--seq-len must be an integer in [1, 6], got 7"]),
+    (["smi", "se", "--seq-len", "1000", "--alpha", "0.5"],
+     ["--seq-len must be an integer in [1, 6], got 1000"]),
+    (["smi", "se", "--depth", "50", "--alpha", "0.5"],
+     ["--depth must be an integer in [1, 3], got 50"]),
+    (["smi", "se", "--alpha", "1e300"],
+     ["--alpha must be in (0, 1e+12], got 1e+300", "float64"]),
+    (["smi", "se", "--samples", "1000000000", "--alpha", "0.5"],
+     ["--samples 1000000000", "frozen samples need at least", "give --samples <="]),
+    (["aim", "theory", "--rho", "inf", "--seq-len", "2", "--alpha", "0.1"],
+     ["--rho inf", "softmax test error", "--no-gen-error"]),
+    # the same bounds on every smi subcommand (one schema entry each)
+    (["smi", "threshold", "--seq-len", "7"], ["--seq-len must be an integer in [1, 6], got 7"]),
+    (["smi", "threshold", "--depth", "50"], ["--depth must be an integer in [1, 3], got 50"]),
+    (["smi", "gamp", "--depth", "4", "--d", "20", "--alpha", "1"],
+     ["--depth must be an integer in [1, 3], got 4"]),
+    (["smi", "sgd", "--seq-len", "8"], ["--seq-len must be an integer in [1, 6], got 8"]),
+    (["smi", "error", "--seq-len", "7", "--overlap", "0.5"],
+     ["--seq-len must be an integer in [1, 6], got 7"]),
+    # what the models cannot take is refused before any SymPy work
+    (["smi", "se", "--seq-len", "6", "--alpha", "0.5"],
+     ["--noise must be given, in (0, inf)", "seq_len = 6"]),
+    (["smi", "se", "--seq-len", "1", "--noise", "0.1", "--alpha", "0.5"],
+     ["--seq-len must be >= 2 for the softmax attention"]),
+    (["smi", "threshold", "--seq-len", "3", "--weak-only"],
+     ["--seq-len must be 2 for --model attention"]),
+    (["aim", "theory", "--alpha", "0.1", "--rho", "0.5", "--seq-len", "9"],
+     ["--seq-len must be an integer in [1, 8], got 9"]),
+    (["aim", "gamp", "--alpha", "0.1", "--seq-len", "9"],
+     ["--seq-len must be an integer in [1, 8], got 9"]),
+]
+
+
+@pytest.mark.parametrize("argv,needles", GAPS, ids=[" ".join(a)[:60] for a, _ in GAPS])
+def test_newcomer_gaps_are_refused_at_once(argv, needles, capsys, monkeypatch):
+    """Named option, valid range, exit 2, no traceback, in under 2 s.  The memory check
+    sees 16 GiB available (the frozen samples of 1e9 points need 119 GiB anywhere)."""
+    from symtheory.core import memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 16 * 2 ** 30)
+    t0 = time.perf_counter()
+    code = main(argv)
+    elapsed = time.perf_counter() - t0
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in err, f"{n!r} not in {err!r}"
+    assert elapsed < 2, f"refusing took {elapsed:.2f} s"
+
+
+def test_memory_refusal_states_the_need_and_the_most_that_fits(capsys, monkeypatch):
+    from symtheory.core import memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 16 * 2 ** 30)
+    assert main(["smi", "se", "--samples", "1000000000", "--alpha", "0.5"]) == 2
+    err = capsys.readouterr().err
+    # attention, depth 2, seq_len 2: 2 P M = 8 coordinates, 8 bytes, twice (RQMC design)
+    assert "119.2 GB (1000000000 x 128 bytes" in err and "only 16.0 GB" in err
+    most = int(err.split("give --samples <= ")[1].split()[0])
+    assert most == int(0.8 * 16 * 2 ** 30 // 128)
+
+
+def test_gap_refusal_through_the_entry_point():
+    res = _run("smi", "se", "--depth", "50", "--alpha", "0.5")
+    assert res.returncode == 2 and res.stdout == ""
+    assert "--depth must be an integer in [1, 3], got 50" in res.stderr
+    assert "Traceback" not in res.stderr

@@ -85,6 +85,17 @@ BAD_SPECS = [
     ("computation = 'bsr.gamp'\nd = 2\nbeta = 1.0\nrho = 0.1\nalpha = 0.2\nseed = 0", "run[0]",
      "rank 0"),
     ("computation = 'smi.se_point'\nalpha = 0.3\nmodel = 'mlp'", "run[0].model", "'attention'"),
+    # one bound per parameter: the command line's (smi se --seq-len, --depth, --alpha)
+    ("computation = 'smi.se_point'\nalpha = 0.3\nseq_len = 7", "run[0].seq_len",
+     "an integer in [1, 6], got 7"),
+    ("computation = 'smi.se_point'\nalpha = 0.3\ndepth = 50", "run[0].depth",
+     "an integer in [1, 3], got 50"),
+    ("computation = 'smi.se_point'\nalpha = 1e300", "run[0].alpha", "(0, 1e+12]"),
+    ("computation = 'smi.se_point'\nalpha = 0.3\nmodel = 'outer-product'\ndepth = 3",
+     "run[0]", "depth applies only to model attention or linear-attention"),
+    ("computation = 'smi.se_point'\nalpha = 0.3\nseq_len = 3", "run[0]", "noise must be given"),
+    ("computation = 'aim.gd'\nrho = 0.5\nalpha = 0.1\nd = 10\nseed = 0\nlink = 'hardmax'",
+     "run[0]", "gradient descent"),
 ]
 
 
@@ -95,6 +106,15 @@ def test_bad_spec_rejected_naming_key_and_range(body, key, valid, tmp_path):
     with pytest.raises(ParameterError) as err:
         load_spec(spec)
     assert key in str(err.value) and valid in str(err.value), str(err.value)
+
+
+def test_se_point_refuses_samples_that_do_not_fit(monkeypatch):
+    from symtheory.core import memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 16 * 2 ** 30)
+    with pytest.raises(ParameterError, match="samples 1000000000: .* need at least 119.2 GB"):
+        load_spec({"name": "x", "run": [{"computation": "smi.se_point", "alpha": 0.3,
+                                         "samples": 10 ** 9}]})
 
 
 def test_bad_spec_cli_exits_2_before_anything_runs(tmp_path):
@@ -127,7 +147,8 @@ def test_real_param_accepts_inside_rejects_outside(low, width, low_open, u):
     else:
         with pytest.raises(ParameterError) as err:
             p.check("x", v)
-        assert p.describe() in str(err.value) and str(err.value).startswith("x must be")
+        # reals are checked by core.validate: "x must be in (0, 1], got 0"
+        assert p.interval() in str(err.value) and str(err.value).startswith("x must be")
 
 
 @given(st.integers(-5, 5), st.integers(0, 3))

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 
-from ..core.cli_common import (add_alpha, add_output, alphas_from_args, describe, emit, int_arg,
-                               real_arg)
+from ..core.cli_common import add_output, add_params, alphas_from_args, describe, emit
 from ..core.validate import ParameterError
+from . import params as P
 
 NORMALIZATION = (
     "Model (Boncoraglio et al., arXiv:2506.01582; aim.md 1): tokens x_1..x_T ~ N(0, I_d), "
@@ -23,13 +23,6 @@ NORMALIZATION = (
     "arXiv:2408.03733) is --seq-len 1 --link identity --rho KAPPA (KAPPA = m/d); its paper "
     "normalizes S_M = W^T W/m = S/sqrt(KAPPA), so its MSE is mmse/KAPPA and its noise "
     "delta/KAPPA (its figures plot KAPPA x MSE = mmse).")
-
-LINKS = ("softmax", "identity", "hardmax")
-HARDMAX_VARIANTS = ("bayes", "joint-density")
-#: the link's Jacobian rank is derived in mpmath once per T (~15 s at T = 6, ~1.5 min at
-#: T = 8; cached on disk afterwards)
-MAX_SEQ_LEN = 8
-MAX_PRECISION = 1000
 
 THEORY_COLUMNS = (
     "Columns: alpha, rho, seq_len, delta (the inputs); mmse = (1/d)||S_hat - S||_F^2 at "
@@ -50,30 +43,6 @@ THRESHOLD_COLUMNS = (
     "perfect-recovery threshold in alpha = n/d^2 (noiseless; inf with noise); alpha_bar_wr, "
     "alpha_bar_pr = weak- and perfect-recovery thresholds of the low-rank limit in "
     "alpha_bar = n/(d r) (aim.md 4.4).")
-
-
-def _model_options(p, *, many_rho: bool) -> None:
-    """``--rho --seq-len --link --delta``, their ranges checked at parse time."""
-    rho = real_arg("--rho", low=0.0, allow_inf=True)
-    if many_rho:
-        p.add_argument("--rho", type=rho, nargs="+", required=True,
-                       help="width ratios r/d, each in [0, inf] (0: the low-rank limit)")
-    else:
-        p.add_argument("--rho", type=rho, required=True,
-                       help="width ratio r/d, in [0, inf]: inf = the rho -> infinity line, "
-                            "0 = the low-rank limit (then --alpha is alpha_bar = n/(d r))")
-    p.add_argument("--seq-len", type=int_arg("--seq-len", low=1, high=MAX_SEQ_LEN),
-                   required=True, help=f"number of tokens T, an integer in [1, {MAX_SEQ_LEN}]")
-    p.add_argument("--link", choices=LINKS, default="softmax",
-                   help="output function: softmax (row-wise, default), identity, or hardmax "
-                        "(--seq-len 2 only)")
-    p.add_argument("--hardmax-variant", choices=HARDMAX_VARIANTS, default="bayes",
-                   help="hardmax g_out: bayes (d log Phi_2, Bayes-optimal, default) or "
-                        "joint-density (the published code's surrogate, aim.md 3.5: NOT "
-                        "Bayes-optimal; only to reproduce its figures)")
-    p.add_argument("--delta", type=real_arg("--delta", low=0.0), default=0.0,
-                   help="output-noise variance, in [0, inf) (default 0; pre-softmax noise "
-                        "for softmax)")
 
 
 # ----------------------------------------------------------------------- theory
@@ -99,13 +68,15 @@ def cmd_hardmax_theory(args) -> int:
 def cmd_theory(args) -> int:
     if args.link == "hardmax":
         return cmd_hardmax_theory(args)
+    if math.isinf(args.rho):
+        return cmd_rho_infinity(args)
     if args.rho == 0 and args.precision is not None:
         raise ParameterError("--precision applies to --rho > 0 (the rho -> 0 limit is a "
                              "closed form evaluated in float64)")
     from .theory import bo_curve, gen_error, low_rank_point
 
     alphas = alphas_from_args(args)
-    gen_samples = None if args.no_gen_error else args.gen_samples
+    gen_samples = args.gen_samples if args.gen_error else None
     stem = f"aim_bo_T{args.seq_len}_{args.link}_rho{args.rho:g}_delta{args.delta:g}"
     if args.rho == 0:
         from ..core.table import Table
@@ -132,6 +103,51 @@ def cmd_theory(args) -> int:
         table.columns["q"] = table.columns.pop("q_str")
     table.meta["normalization"] = NORMALIZATION
     return emit(table, args, stem, _plot)
+
+
+RHO_INFINITY_COLUMNS = (
+    "With --rho inf (the rho -> infinity line, aim.md 4.2: the prior's R-transform tends to a "
+    "unit semicircle and the fixed point has a closed form, noiseless mmse = max(0, 1 - "
+    "alpha_tilde)): alpha, mmse (a string of DIGITS digits with --precision, then "
+    "digits_confirmed), gen_error, gen_error_stderr (identity link: exact and finite; "
+    "softmax: not computed at rho = inf -- its indices have infinite variance -- so "
+    "--no-gen-error is required), alpha_tilde, alpha_pr, method.  q = 1 + rho - mmse diverges "
+    "and is not reported.")
+
+
+def cmd_rho_infinity(args) -> int:
+    """``--rho inf``: the closed-form rho -> infinity line (aim.md 4.2), without the
+    diverging overlap q; the softmax test error is refused rather than printed as NaN."""
+    from ..core.table import Table
+    from .theory import alpha_pr, alpha_tilde, bo_point, gen_error
+
+    if args.gen_error and args.link != "identity":
+        raise ParameterError(f"--rho inf: the {args.link} test error is not computed at rho = "
+                             "inf (its indices h have infinite variance); give --no-gen-error "
+                             "for the mmse line, or a finite --rho")
+    alphas = alphas_from_args(args)
+    cols = ["alpha", "mmse", "gen_error", "gen_error_stderr", "alpha_tilde", "alpha_pr", "method"]
+    if args.precision is not None:
+        cols.insert(2, "digits_confirmed")
+    rows = {k: [] for k in cols}
+    for a in alphas:
+        pt = bo_point(a, math.inf, args.seq_len, args.link, args.inv_temp, args.delta,
+                      precision=args.precision, gen_samples=None)
+        ge = (gen_error(pt.mmse, math.inf, args.seq_len, args.link, args.inv_temp, args.delta)
+              if args.gen_error else (math.nan, math.nan))
+        vals = {"alpha": a, "mmse": pt.mmse_str if args.precision is not None else pt.mmse,
+                "digits_confirmed": pt.digits_confirmed, "gen_error": ge[0],
+                "gen_error_stderr": ge[1], "alpha_tilde": alpha_tilde(a, args.seq_len, args.link),
+                "alpha_pr": alpha_pr(math.inf, args.seq_len, args.link),
+                "method": "closed form (aim.md 4.2)" if a > 0 else "exact (alpha = 0)"}
+        for k in cols:
+            rows[k].append(vals[k])
+    meta = {"model": "aim", "limit": "rho -> infinity at fixed alpha = n/d^2 (aim.md 4.2): "
+            "denoising a unit semicircle, mmse(D) = D/(1 + D); q = 1 + rho - mmse diverges",
+            "rho": "inf", "seq_len": args.seq_len, "link": args.link, "inv_temp": args.inv_temp,
+            "delta": args.delta, "precision": args.precision, "normalization": NORMALIZATION}
+    return emit(Table(rows, meta), args,
+                f"aim_bo_T{args.seq_len}_{args.link}_rhoinf_delta{args.delta:g}", _plot)
 
 
 def _plot(table, path) -> None:
@@ -220,21 +236,8 @@ def register(sub) -> None:
                          description=describe(
                              "Bayes-optimal state evolution of the one-layer AIM (aim.md 3.3-3.4, "
                              "3.8): v = mmse_RIE((v + delta/2)/alpha_tilde).", NORMALIZATION,
-                             THEORY_COLUMNS))
-    add_alpha(th, what="n/d^2 (n/(d r) with --rho 0)")
-    _model_options(th, many_rho=False)
-    th.add_argument("--inv-temp", type=real_arg("--inv-temp", low=0.0, low_open=True),
-                    default=1.0, help="softmax inverse temperature, in (0, inf) (default 1; "
-                                      "the MSE does not depend on it, the test error does)")
-    th.add_argument("--precision", type=int_arg("--precision", low=1, high=MAX_PRECISION),
-                    metavar="DIGITS",
-                    help=f"mmse and q to DIGITS significant digits (1 <= DIGITS <= "
-                         f"{MAX_PRECISION}) with mpmath, confirmed by a solve at 2 x DIGITS")
-    th.add_argument("--gen-samples", type=int_arg("--gen-samples", low=100), default=20000,
-                    help="Monte-Carlo samples of the softmax test error, an integer >= 100 "
-                         "(default 20000; the identity link is exact)")
-    th.add_argument("--no-gen-error", action="store_true",
-                    help="skip the test error (gen_error = NaN)")
+                             THEORY_COLUMNS, RHO_INFINITY_COLUMNS))
+    add_params(th, P.THEORY, grid=("alpha",), many=("alpha",), required=("seq_len",))
     add_output(th, plot="mmse and test error vs alpha, alpha_PR marked")
     th.set_defaults(func=cmd_theory)
 
@@ -244,9 +247,7 @@ def register(sub) -> None:
                              "recovery at alpha = n/d^2 = alpha_PR and the low-rank weak and "
                              "perfect recovery.", NORMALIZATION, THRESHOLD_COLUMNS,
                              HARDMAX_THRESHOLD_COLUMNS))
-    _model_options(tr, many_rho=True)
-    tr.add_argument("--precision", type=int_arg("--precision", low=1, high=MAX_PRECISION),
-                    metavar="DIGITS", help="hardmax: digits of the threshold (default 30)")
+    add_params(tr, P.THRESHOLD, many=("rho",), required=("rho", "seq_len"))
     add_output(tr, quiet=False)
     tr.set_defaults(func=cmd_threshold)
 

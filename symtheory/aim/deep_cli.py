@@ -2,13 +2,15 @@
 GAMP-RIE runs.  Building the parser imports nothing numeric."""
 from __future__ import annotations
 
-from ..core.cli_common import (add_alpha, add_damping, add_output, alphas_from_args, describe,
-                               emit, int_arg, real_arg)
-from ..glm.se.sampling import add_sampling_option, design_record
+from ..core.cli_common import add_output, add_params, alphas_from_args, describe, emit
+from ..core.validate import ParameterError
+from ..glm.se.sampling import design_record
+from . import params as P
 
 DEEP_DESCRIPTION = describe(
-    "Deep attention-indexed model (aim.md 1.3, 3.7; UNVERIFIED against any paper -- no "
-    "paper table or code exists for it; checked here against GAMP simulations): layers "
+    "Deep attention-indexed model (the deep extension of Boncoraglio et al., "
+    "arXiv:2506.01582; aim.md 1.3, 3.7; UNVERIFIED against any paper -- no paper table or "
+    "code exists for it; checked here against GAMP simulations): layers "
     "l = 1..L with independent S_l = W_l W_l^T/sqrt(r d), indices h^(l)_ab = (x_a^T S_l "
     "x_b - delta_ab Tr S_l)/sqrt(d), M_0 = I, M_l = (c I + softmax(M_{l-1} h^(l) "
     "M_{l-1}^T)) M_{l-1}, y = softmax(M_{L-1} h^(L) M_{L-1}^T) + sqrt(noise) xi (row "
@@ -36,48 +38,16 @@ DEEP_DESCRIPTION = describe(
 def register_deep(aim_subparsers) -> None:
     p = aim_subparsers.add_parser("deep", help="deep AIM (depth >= 2): state evolution per "
                                   "layer, optionally against GAMP", description=DEEP_DESCRIPTION)
-    add_alpha(p, what="n/d^2", positive=True)
-    p.add_argument("--rho", type=real_arg("--rho", low=0.0, low_open=True), default=0.5,
-                   help="width ratio r/d of every layer, in (0, inf) (default 0.5)")
-    p.add_argument("--depth", type=int_arg("--depth", low=2, high=3), default=2,
-                   help="layers L, 2 or 3 (default 2; 3 integrates 9 indices per sample)")
-    p.add_argument("--seq-len", type=int_arg("--seq-len", low=2, high=3), default=2,
-                   help="tokens T, 2 or 3 (default 2)")
-    p.add_argument("--skip", type=real_arg("--skip", low=0.0), default=1.0,
-                   help="skip (residual) strength c, in [0, inf) (default 1)")
-    p.add_argument("--inv-temp", type=real_arg("--inv-temp", low=0.0, low_open=True),
-                   default=1.0, help="softmax inverse temperature, in (0, inf) (default 1)")
-    p.add_argument("--noise", type=real_arg("--noise", low=0.0, low_open=True), required=True,
-                   help="variance of the Gaussian noise on each output, in (0, inf)")
-    p.add_argument("--samples", type=int_arg("--samples", low=100), default=1024,
-                   help="frozen samples of the SE map (design: --sampling), an integer >= 100 "
-                        "(default 1024 = 16 x 2^6; each costs one Laplace-RQMC posterior integral "
-                        "per map evaluation)")
-    add_sampling_option(p)
-    p.add_argument("--seed", type=int_arg("--seed", low=0), default=0,
-                   help="random seed of the SE samples, an integer >= 0 (default 0)")
-    add_damping(p, default=0.3, what="the SE's overlap iteration")
-    p.add_argument("--max-iter", type=int_arg("--max-iter", low=1), default=200,
-                   help="iteration cap of the SE, an integer >= 1 (default 200)")
-    p.add_argument("--gamp-d", type=int_arg("--gamp-d", low=4), metavar="D",
-                   help="also run GAMP-RIE at token dimension D (an integer >= 4)")
-    p.add_argument("--gamp-seeds", type=int_arg("--gamp-seeds", low=0), nargs="+", default=[0],
-                   help="data seeds of the GAMP runs, integers >= 0 (default 0)")
-    p.add_argument("--gamp-iter", type=int_arg("--gamp-iter", low=1), default=60,
-                   help="GAMP iterations, an integer >= 1 (default 60)")
-    p.add_argument("--gamp-damping", type=real_arg("--gamp-damping", low=0.0, high=1.0,
-                                                   high_open=True), default=0.6,
-                   help="damping of GAMP's messages, estimate and variances: weight of the "
-                        "previous iterate in [0, 1) (default 0.6; at 0.3 layer 1 oscillates "
-                        "with period 2 at d = 40)")
-    p.add_argument("--tol", type=real_arg("--tol", low=0.0, low_open=True), default=1e-7,
-                   help="GAMP stops when the mean squared change of its estimate is below "
-                        "TOL, in (0, inf) (default 1e-7)")
+    add_params(p, dict({"alpha": P.ALPHA_SIM}, **P.DEEP), grid=("alpha",),
+               many=("alpha", "gamp_seeds"), defaults={"gamp_seeds": [0]})
     add_output(p, plot="per-layer mmse vs alpha (SE with error bars, GAMP points)")
     p.set_defaults(func=cmd_deep)
 
 
 def cmd_deep(args) -> int:
+    if args.seq_len not in P.DEEP_SEQ_LENS:
+        raise ParameterError(f"--seq-len must be 2 or 3 for aim deep, got {args.seq_len} (its SE "
+                             "integrates depth x T(T+1)/2 indices per sample; aim.md 3.7)")
     import numpy as np
 
     from ..core.progress import progress_bar

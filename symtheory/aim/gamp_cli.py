@@ -2,10 +2,11 @@
 (aim.md 5).  Building the parser imports nothing numeric."""
 from __future__ import annotations
 
-from ..core.cli_common import add_damping, add_output, describe, emit, int_arg, real_arg
-
-from .cli import HARDMAX_VARIANTS, LINKS
-from .gd_cli import POSITIVE, add_teacher_options, checked_alphas
+from ..core.cli_common import add_output, add_params, describe, emit
+from ..core.tasks import Param
+from . import params as P
+from .gd_cli import add_teacher_options, checked_alphas
+from .registry import LINKS
 
 GAMP_DESCRIPTION = describe(
     "GAMP-RIE (aim.md 5) on attention-indexed-model data (Boncoraglio et al., "
@@ -32,22 +33,18 @@ GAMP_DESCRIPTION = describe(
               --rho 0.5 --seeds 0 1 2 --plot""")
 
 
+TRACE = Param.flag(default=False, doc="print the per-iteration trace instead of one row per run")
+
+
 def register_gamp(aim_subparsers) -> None:
     p = aim_subparsers.add_parser("gamp", help="GAMP-RIE against alpha, next to the state "
                                   "evolution", description=GAMP_DESCRIPTION)
     add_teacher_options(p, links=LINKS, d_default=200)
-    p.add_argument("--hardmax-variant", choices=HARDMAX_VARIANTS, default="bayes",
-                   help="hardmax g_out: bayes (default) or joint-density (the published "
-                        "surrogate, NOT Bayes-optimal: reproduction only)")
-    p.add_argument("--seeds", type=int_arg("--seeds", low=0), nargs="+", default=[0],
-                   help="data seeds, integers >= 0 (default 0)")
-    add_damping(p, default=0.5, what="messages, estimate and variance")
-    p.add_argument("--max-iter", type=int_arg("--max-iter", low=1), default=150,
-                   help="iterations, an integer >= 1 (default 150)")
-    p.add_argument("--tol", type=real_arg("--tol", **POSITIVE), default=1e-9,
-                   help="stop when (1/d)||S_t - S_{t-1}||_F^2 < TOL, in (0, inf) (default 1e-9)")
-    p.add_argument("--trace", action="store_true", help="print the per-iteration trace "
-                   "instead of one row per run")
+    add_params(p, {"hardmax_variant": P.GAMP["hardmax_variant"],
+                   "seeds": P.GAMP["seed"].with_default([0], doc="data seeds"),
+                   "damping": P.GAMP["damping"], "max_iter": P.GAMP["max_iter"],
+                   "tol": P.GAMP["tol"],
+                   "trace": TRACE}, many=("seeds",))
     add_output(p, plot="GAMP error vs alpha over the SE curve, and the per-iteration traces")
     p.set_defaults(func=cmd_gamp)
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import sys
 
-from ..core.cli_common import (add_alpha, add_output, add_seed, alphas_from_args, check_format,
-                               describe, emit, int_arg, real_arg)
+from ..core.cli_common import add_output, add_params, alphas_from_args, check_format, describe, emit
+from . import params as P
+from .registry import TRAINABLE_LINKS
 
-#: the links GD can train (``symtheory.aim.gd.TRAINABLE_LINKS``; kept literal so that
-#: building the parser imports no numerics -- a test checks that the two agree)
-LINKS = ("softmax", "identity")
-POSITIVE = dict(low=0.0, low_open=True)
+#: the links GD can train (the registry's; light to import)
+LINKS = TRAINABLE_LINKS
 
 GD_DESCRIPTION = describe(
     "Gradient descent on attention-indexed-model data (Boncoraglio et al., arXiv:2506.01582, "
@@ -45,22 +44,12 @@ GD_DESCRIPTION = describe(
 
 def add_teacher_options(p, *, links, d_default: int) -> None:
     """``--d --alpha/--alpha-grid --rho --seq-len --link --inv-temp --delta``: the teacher
-    of aim.md 1 (shared by ``aim gd`` and ``aim gamp``), ranges checked while parsing."""
-    p.add_argument("--d", type=int_arg("--d", low=2), default=d_default,
-                   help=f"token dimension d, an integer >= 2 (default {d_default})")
-    add_alpha(p, what="n/d^2", positive=True)
-    p.add_argument("--rho", type=real_arg("--rho", **POSITIVE), default=0.5,
-                   help="width ratio rho = r/d, in (0, inf) (default 0.5)")
-    p.add_argument("--seq-len", type=int_arg("--seq-len", low=1), default=2,
-                   help="tokens per sample T, an integer >= 1; >= 2 for softmax"
-                        + (", = 2 for hardmax" if "hardmax" in links else "") + " (default 2)")
-    p.add_argument("--link", choices=links, default="softmax",
-                   help="output function: " + ", ".join(links) + " (default softmax)")
-    p.add_argument("--inv-temp", type=real_arg("--inv-temp", **POSITIVE), default=1.0,
-                   help="softmax inverse temperature, in (0, inf) (default 1)")
-    p.add_argument("--delta", type=real_arg("--delta", low=0.0), default=0.0,
-                   help="noise variance on the indices, in [0, inf) (default 0"
-                        + ("; not with hardmax)" if "hardmax" in links else ")"))
+    of aim.md 1 (shared by ``aim gd`` and ``aim gamp``; the schema
+    :data:`symtheory.aim.params.TEACHER`), ranges checked while parsing."""
+    from dataclasses import replace
+
+    teacher = dict(P.TEACHER, link=replace(P.LINK, choices=tuple(links)))
+    add_params(p, teacher, grid=("alpha",), many=("alpha",), defaults={"d": d_default})
 
 
 def register_gd(aim_subparsers) -> None:
@@ -69,17 +58,10 @@ def register_gd(aim_subparsers) -> None:
                                   "against alpha, same-architecture students",
                                   description=GD_DESCRIPTION)
     add_teacher_options(p, links=LINKS, d_default=100)
-    p.add_argument("--students", type=int_arg("--students", low=1), default=16,
-                   help="students averaged per teacher, an integer >= 1 (default 16)")
-    p.add_argument("--teachers", type=int_arg("--teachers", low=1), default=1,
-                   help="independent teachers (data sets) per alpha, an integer >= 1 (default 1)")
-    p.add_argument("--steps", type=int_arg("--steps", low=1), default=1000,
-                   help="full-batch Adam steps, an integer >= 1 (default 1000)")
-    p.add_argument("--lr", type=real_arg("--lr", **POSITIVE), default=0.1,
-                   help="Adam learning rate, in (0, inf) (default 0.1)")
-    p.add_argument("--init-scale", type=real_arg("--init-scale", **POSITIVE), default=1.0,
-                   help="standard deviation of the students' initial W, in (0, inf) (default 1)")
-    add_seed(p, help="random seed of data and students, an integer >= 0")
+    add_params(p, {"students": P.GD["students"], "teachers": P.GD_CLI["teachers"],
+                   "steps": P.GD["steps"], "lr": P.GD["lr"],
+                   "init_scale": P.GD_CLI["init_scale"],
+                   "seed": P.GD["seed"].with_default(0)})
     add_output(p, plot="single and averaged GD error against alpha")
     p.set_defaults(func=cmd_gd)
 

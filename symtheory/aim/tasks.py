@@ -12,19 +12,13 @@ import math
 
 import numpy as np
 
-from ..core.tasks import Param, computation, convergence, register_figure
+from ..core.tasks import computation, convergence, register_figure
 from ..core.validate import ParameterError
+from . import params as P
 
 #: the model: the parameters every AIM computation shares (aim.md 1; package notation)
-MODEL_PARAMS = {
-    "rho": Param.real(low=0, low_open=True, doc="width ratio r/d"),
-    "seq_len": Param.integer(low=1, default=2, doc="tokens per sample T"),
-    "link": Param.choice("softmax", "identity", "hardmax", default="softmax"),
-    "inv_temp": Param.real(low=0, low_open=True, default=1.0, doc="softmax inverse temperature"),
-    "delta": Param.real(low=0, default=0.0, doc="output-noise variance (aim.md 1.2)"),
-}
-HARDMAX_VARIANT = Param.choice("bayes", "joint-density", default="bayes",
-                               doc="hardmax g_out: Bayes, or the authors' published surrogate")
+MODEL_PARAMS = P.MODEL_PARAMS
+HARDMAX_VARIANT = P.HARDMAX_VARIANT
 
 
 def _check_model(p):
@@ -42,12 +36,16 @@ def _check_finite(p):
     sizes(p["d"], p["alpha"], p["rho"])
 
 
-@computation("aim.theory_point", params=dict(MODEL_PARAMS, **{
-    "alpha": Param.real(low=0, doc="n/d^2"),
-    "hardmax_variant": HARDMAX_VARIANT,
-    "gen_samples": Param.integer(low=2, default=None, nullable=True,
-                                 doc="Monte-Carlo samples of the test error (none: skip)")}),
-    check=_check_model)
+def _check_gd(p):
+    from .registry import TRAINABLE_LINKS
+
+    if p["link"] not in TRAINABLE_LINKS:
+        raise ParameterError(f"link must be one of {', '.join(TRAINABLE_LINKS)} for gradient "
+                             f"descent (hardmax is piecewise constant), got {p['link']!r}")
+    _check_finite(p)
+
+
+@computation("aim.theory_point", params=P.THEORY_POINT, check=_check_model)
 def theory_point(rho, seq_len, link, inv_temp, delta, alpha, hardmax_variant, gen_samples):
     """Bayes-optimal MSE on S (aim.md 3.3-3.5) and test error (3.8) at one alpha."""
     from . import theory as th
@@ -66,15 +64,7 @@ def theory_point(rho, seq_len, link, inv_temp, delta, alpha, hardmax_variant, ge
                                        residual=pt.residual)}
 
 
-@computation("aim.gamp", params=dict(MODEL_PARAMS, **{
-    "d": Param.integer(low=2, doc="token dimension"),
-    "alpha": Param.real(low=0, low_open=True, doc="n/d^2 (n = round(alpha d^2))"),
-    "seed": Param.integer(low=0, doc="seed of the teacher data"),
-    "damping": Param.real(low=0, high=1, high_open=True, default=0.5,
-                          doc="weight of the previous iterate"),
-    "max_iter": Param.integer(low=1, default=150),
-    "tol": Param.real(low=0, low_open=True, default=1e-9),
-    "hardmax_variant": HARDMAX_VARIANT}), check=_check_finite)
+@computation("aim.gamp", params=P.GAMP, check=_check_finite)
 def gamp_point(rho, seq_len, link, inv_temp, delta, d, alpha, seed, damping, max_iter, tol,
                hardmax_variant):
     """GAMP-RIE (aim.md 5) on seeded teacher data: its MSE on S, its own predicted variance
@@ -95,14 +85,7 @@ def gamp_point(rho, seq_len, link, inv_temp, delta, d, alpha, seed, damping, max
                                        residual=res.residual, message=res.message)}
 
 
-@computation("aim.gd", params=dict(MODEL_PARAMS, **{
-    "d": Param.integer(low=2, doc="token dimension"),
-    "alpha": Param.real(low=0, low_open=True, doc="n/d^2 (n = round(alpha d^2))"),
-    "seed": Param.integer(low=0, doc="seed of the teacher data and the students"),
-    "students": Param.integer(low=1, default=16, doc="students averaged"),
-    "steps": Param.integer(low=1, default=1000, doc="full-batch Adam steps"),
-    "lr": Param.real(low=0, low_open=True, default=0.1, doc="Adam learning rate")}),
-    check=_check_finite)
+@computation("aim.gd", params=P.GD, check=_check_gd)
 def gd_point(rho, seq_len, link, inv_temp, delta, d, alpha, seed, students, steps, lr):
     """Single and averaged GD (aim.md 6): mean student error, error of the students' mean
     and its unbiased estimate for infinitely many students."""

@@ -8,9 +8,10 @@ from __future__ import annotations
 import math
 import sys
 
-from ..core.cli_common import (add_alpha, add_damping, add_output, add_seed, alphas_from_args,
-                               describe, emit, int_arg, real_arg)
+from ..core.cli_common import add_output, add_params, alphas_from_args, describe, emit
+from ..core.tasks import Param
 from ..core.validate import ParameterError
+from . import params as P
 
 NORMALIZATION = (
     "Model (Erba et al., arXiv:2410.18858; bsr.md 0): y = <X, S*>/sqrt(dL) + sqrt(delta) xi "
@@ -19,33 +20,6 @@ NORMALIZATION = (
     "every beta (the package-wide convention), alpha = n/(dL), delta = label-noise "
     "variance.  Errors are per entry, mean((S_hat - S*)^2): the Bayes-optimal one is "
     "mmse = 1 - q (= test error - delta).")
-
-BETA = dict(low=0.0, low_open=True)
-RHO = dict(low=0.0, low_open=True)
-DELTA = dict(low=0.0)
-POSITIVE = dict(low=0.0, low_open=True)
-MAX_PRECISION = 1000
-
-
-def _model_options(p, *, simulation: bool, delta: bool = True, alpha_many: bool = True) -> None:
-    """``--alpha/--alpha-grid --beta --rho [--delta]``, their ranges checked at parse time."""
-    add_alpha(p, what="n/(dL)", positive=simulation, many=alpha_many)
-    beta = dict(BETA) if simulation else dict(BETA, allow_inf=True)
-    p.add_argument("--beta", type=real_arg("--beta", **beta), required=True,
-                   help="aspect ratio L/d, in (0, inf)" + ("" if simulation else
-                                                          " or inf (the beta -> inf limit)"))
-    p.add_argument("--rho", type=real_arg("--rho", **RHO), required=True,
-                   help="width ratio r/d (at every beta), in (0, inf)")
-    if delta:
-        p.add_argument("--delta", type=real_arg("--delta", **DELTA), default=0.0,
-                       help="label-noise variance, in [0, inf) (default 0)")
-
-
-def _simulation_options(p) -> None:
-    p.add_argument("--d", type=int_arg("--d", low=2), required=True,
-                   help="token dimension d, an integer >= 2 (L = round(beta d), "
-                        "r = round(rho d), n = round(alpha d L))")
-
 
 # ----------------------------------------------------------------------- theory
 def cmd_theory(args) -> int:
@@ -239,6 +213,13 @@ THRESHOLD_COLUMNS = (
     "(bsr.md 11.2); alpha_pr = Bayes-optimal perfect-recovery threshold (bsr.md 7).")
 
 
+TRACE = Param.flag(default=False, doc="per-iteration table instead of finals")
+
+
+def _options(schema: dict, *names) -> dict:
+    return {k: schema[k] for k in names}
+
+
 def register(sub) -> None:
     bsr = sub.add_parser("bsr", help="bilinear sequence regression (arXiv:2410.18858)",
                          description=describe(NORMALIZATION))
@@ -247,35 +228,18 @@ def register(sub) -> None:
     th = bsub.add_parser("theory", help="Bayes-optimal error curve",
                          description=describe("Bayes-optimal error of BSR (bsr.md 3), beta may "
                                               "be inf.", NORMALIZATION, THEORY_COLUMNS))
-    _model_options(th, simulation=False)
-    th.add_argument("--precision", type=int_arg("--precision", low=1, high=MAX_PRECISION),
-                    metavar="DIGITS",
-                    help=f"mmse and q to DIGITS significant digits (1 <= DIGITS <= "
-                         f"{MAX_PRECISION}) with mpmath, confirmed by a solve at 2 x DIGITS")
+    add_params(th, P.THEORY, grid=("alpha",), many=("alpha",))
     add_output(th, plot="mmse and ridge error vs alpha, alpha_PR marked")
     th.set_defaults(func=cmd_theory)
 
+    sim = ("alpha", "beta", "rho", "delta", "d")
     gp = bsub.add_parser("gamp", help="GAMP-RIE on simulated data, next to SE and BO",
                          description=describe("GAMP-RIE (bsr.md 6) at finite size on data drawn "
                                               "from the model.", NORMALIZATION, GAMP_COLUMNS))
-    _model_options(gp, simulation=True)
-    _simulation_options(gp)
-    add_seed(gp, help="first data seed, an integer >= 0")
-    gp.add_argument("--seeds", type=int_arg("--seeds", low=1), default=1,
-                    help="number of consecutive seeds, an integer >= 1 (default 1)")
-    add_damping(gp, default=0.0, what="the estimate and its variance")
-    gp.add_argument("--a-estimator", default="derivative", choices=("derivative", "square"),
-                    help="A = alpha/(delta + V) (derivative, default) or alpha mean(g_out^2) "
-                         "(square, the reference code's)")
-    gp.add_argument("--onsager", default="empirical", choices=("empirical", "predicted"),
-                    help="variance from the denoiser's exact divergence (empirical, default) "
-                         "or from the predicted mmse_RIE (predicted)")
-    gp.add_argument("--max-iter", type=int_arg("--max-iter", low=1), default=100,
-                    help="iteration cap, an integer >= 1 (default 100)")
-    gp.add_argument("--tol", type=real_arg("--tol", **POSITIVE), default=1e-8,
-                    help="stop when the mean squared change is below TOL, in (0, inf) "
-                         "(default 1e-8)")
-    gp.add_argument("--trace", action="store_true", help="per-iteration table instead of finals")
+    add_params(gp, _options(P.GAMP, *sim), grid=("alpha",), many=("alpha",))
+    add_params(gp, {"seed": P.GAMP["seed"].with_default(0, doc="first data seed"),
+                    "seeds": P.SEEDS, **_options(P.GAMP, "damping", "a_estimator", "onsager",
+                                                 "max_iter", "tol"), "trace": TRACE})
     add_output(gp)
     gp.set_defaults(func=cmd_gamp)
 
@@ -284,21 +248,11 @@ def register(sub) -> None:
                                               "(1/4) sum_mu (yhat_mu - y_mu)^2 (bsr.md 13), RUNS "
                                               "runs from independent initializations on the "
                                               "same data.", NORMALIZATION, GD_COLUMNS))
-    _model_options(gd, simulation=True)
-    _simulation_options(gd)
-    gd.add_argument("--runs", type=int_arg("--runs", low=1), default=16,
-                    help="independent initializations, an integer >= 1 (default 16)")
-    gd.add_argument("--lr", type=real_arg("--lr", **POSITIVE), default=0.1,
-                    help="learning rate, in (0, inf) (default 0.1)")
-    gd.add_argument("--steps", type=int_arg("--steps", low=1), default=50_000,
-                    help="GD steps, an integer >= 1 (default 50000)")
-    gd.add_argument("--init", default="prior", choices=("prior", "small"),
-                    help="U, V drawn from the prior (default) or N(0, INIT_SCALE^2) (small)")
-    gd.add_argument("--init-scale", type=real_arg("--init-scale", **POSITIVE), default=1e-4,
-                    help="standard deviation of the small init, in (0, inf) (default 1e-4)")
-    gd.add_argument("--record-every", type=int_arg("--record-every", low=1), default=100,
-                    help="record the errors every N steps, an integer >= 1 (default 100)")
-    add_seed(gd, help="data seed (the runs use SEED + 1), an integer >= 0")
+    add_params(gd, _options(P.GD, *sim), grid=("alpha",), many=("alpha",))
+    add_params(gd, dict(_options(P.GD, "runs", "lr", "steps", "init", "init_scale",
+                                 "record_every"),
+                        seed=P.GD["seed"].with_default(0, doc="data seed (the runs use SEED + 1)")),
+               defaults={"runs": 16, "lr": 0.1, "steps": 50_000})
     add_output(gd)
     gd.set_defaults(func=cmd_gd)
 
@@ -306,20 +260,16 @@ def register(sub) -> None:
                          description=describe("argmin |S|_* s.t. <X_mu, S> = y_mu on noiseless "
                                               "data (bsr.md 11.1); needs symtheory[convex] and "
                                               "d L <= 10000.", NORMALIZATION, MNNE_COLUMNS))
-    _model_options(mn, simulation=True, delta=False)
-    _simulation_options(mn)
-    mn.add_argument("--samples", type=int_arg("--samples", low=1), default=4,
-                    help="instances per alpha (seeds SEED, SEED+1, ...), an integer >= 1 "
-                         "(default 4)")
-    add_seed(mn, help="first data seed, an integer >= 0")
+    add_params(mn, _options(P.MNNE, "alpha", "beta", "rho", "d"), grid=("alpha",),
+               many=("alpha",))
+    add_params(mn, {"samples": Param.integer(low=1, default=4, doc="instances per alpha (seeds "
+                                                                   "SEED, SEED+1, ...)"),
+                    "seed": P.MNNE["seed"].with_default(0, doc="first data seed")})
     add_output(mn)
     mn.set_defaults(func=cmd_mnne)
 
     mt = bsub.add_parser("mnne-threshold", help="nuclear-norm exact-recovery threshold",
                          description=describe(NORMALIZATION, THRESHOLD_COLUMNS))
-    mt.add_argument("--beta", type=real_arg("--beta", **BETA), required=True,
-                    help="aspect ratio L/d, in (0, inf)")
-    mt.add_argument("--rho", type=real_arg("--rho", low=0.0), nargs="+", required=True,
-                    help="width ratios r/d, each in [0, inf)")
+    add_params(mt, P.THRESHOLDS, many=("rho",))
     add_output(mt, quiet=False)
     mt.set_defaults(func=cmd_mnne_threshold)

@@ -10,16 +10,8 @@ import math
 
 import numpy as np
 
-from ..core.tasks import Param, computation, convergence, register_figure
-
-BETA = Param.real(low=0, low_open=True, allow_inf=True, doc="L/d (inf: the beta -> infinity limit)")
-BETA_FINITE = Param.real(low=0, low_open=True, doc="L/d of the simulated instance")
-RHO = Param.real(low=0, low_open=True, doc="r/min(d, L)")
-DELTA = Param.real(low=0, default=0.0, doc="label-noise variance")
-ALPHA = Param.real(low=0, doc="n/(dL)")
-ALPHA_SIM = Param.real(low=0, low_open=True, doc="n/(dL) (the instance has n = round(alpha d L))")
-D = Param.integer(low=2, doc="token dimension d")
-SEED = Param.integer(low=0, doc="seed of the instance (teacher, tokens, noise)")
+from ..core.tasks import computation, convergence, register_figure
+from . import params as P
 
 
 def _check_sizes(p):
@@ -32,9 +24,7 @@ def _check_sizes(p):
 
 
 # ------------------------------------------------------------------ computations
-@computation("bsr.theory_point", params={"alpha": ALPHA, "beta": BETA, "rho": RHO, "delta": DELTA,
-                                         "precision": Param.integer(low=1, default=None, nullable=True,
-                                                                    doc="digits (mpmath path)")},
+@computation("bsr.theory_point", params=P.THEORY,
              outputs=("mmse", "q", "alpha_pr", "ridge_mse", "alpha_lr", "mmse_str", "q_str",
                       "digits_confirmed"))
 def theory_point(alpha, beta, rho, delta, precision):
@@ -51,7 +41,7 @@ def theory_point(alpha, beta, rho, delta, precision):
                                        residual=pt.residual, message=how)}
 
 
-@computation("bsr.thresholds", params={"beta": BETA, "rho": RHO},
+@computation("bsr.thresholds", params=P.THRESHOLDS,
              outputs=("alpha_pr", "alpha_mnne"))
 def thresholds(beta, rho):
     """Perfect-recovery threshold alpha_PR (bsr.md 7) and the nuclear-norm threshold
@@ -59,16 +49,12 @@ def thresholds(beta, rho):
     from .baselines import mnne_threshold
     from .theory import alpha_pr
 
-    return {"alpha_pr": alpha_pr(beta, rho), "alpha_mnne": mnne_threshold(beta, rho),
+    return {"alpha_pr": alpha_pr(beta, rho) if rho > 0 else 0.0,
+            "alpha_mnne": mnne_threshold(beta, rho),
             "convergence": convergence(converged=True, message="closed form and bracketed root")}
 
 
-@computation("bsr.gamp", params={
-    "d": D, "beta": BETA_FINITE, "rho": RHO, "alpha": ALPHA_SIM, "delta": DELTA, "seed": SEED,
-    "damping": Param.real(low=0, high=1, high_open=True, default=0.0, doc="weight of the old iterate"),
-    "a_estimator": Param.choice("derivative", "square", default="derivative"),
-    "onsager": Param.choice("empirical", "predicted", default="empirical"),
-    "max_iter": Param.integer(low=1, default=100), "tol": Param.real(low=0, low_open=True, default=1e-8)},
+@computation("bsr.gamp", params=P.GAMP,
     outputs=("alpha_actual", "n", "mse", "se_mse", "bo_mse", "ridge_mse", "diverged", "stopped"),
     check=_check_sizes)
 def gamp_run(d, beta, rho, alpha, delta, seed, damping, a_estimator, onsager, max_iter, tol):
@@ -91,12 +77,7 @@ def gamp_run(d, beta, rho, alpha, delta, seed, damping, a_estimator, onsager, ma
                                        message=res.message)}
 
 
-@computation("bsr.gd", params={
-    "d": D, "beta": BETA_FINITE, "rho": RHO, "alpha": ALPHA_SIM, "delta": DELTA, "seed": SEED,
-    "runs": Param.integer(low=1, default=1), "lr": Param.real(low=0, low_open=True),
-    "steps": Param.integer(low=1), "init": Param.choice("prior", "small", default="prior"),
-    "init_scale": Param.real(low=0, low_open=True, default=1e-4),
-    "record_every": Param.integer(low=1, default=100)},
+@computation("bsr.gd", params=P.GD,
     outputs=("alpha_actual", "gd_mean", "gd_std", "agd", "bo_mse", "train_mean", "diverged_runs"),
     check=_check_sizes)
 def gd_run(d, beta, rho, alpha, delta, seed, runs, lr, steps, init, init_scale, record_every):
@@ -139,8 +120,7 @@ def _check_mnne(p):
         raise ParameterError("bsr.mnne needs cvxpy: pip install 'symtheory[convex]'")
 
 
-@computation("bsr.mnne", params={
-    "d": D, "beta": BETA_FINITE, "rho": RHO, "alpha": ALPHA_SIM, "seed": SEED},
+@computation("bsr.mnne", params=P.MNNE,
     outputs=("alpha_actual", "n", "mse", "bo_mse"), check=_check_mnne)
 def mnne_run(d, beta, rho, alpha, seed):
     """Minimal nuclear-norm estimate ``argmin |S|_* s.t. <X_mu, S> = y_mu`` (bsr.md 11.1)

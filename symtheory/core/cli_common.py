@@ -1,20 +1,23 @@
 """Option parsing, validation and output shared by every family's subcommands.
 
-One meaning per option name across the package:
+The options of a task are generated from its schema (:func:`add_params`; the schema is a
+``{name: Param}`` of :mod:`symtheory.core.tasks`), so an option has the range, default
+and meaning of its parameter, stated in its help text and checked while the command line
+is parsed.  One meaning per option name across the package:
 
 * ``--alpha A [A ...]`` / ``--alpha-grid START STOP NUM`` -- the sample ratios (what ``n``
   is divided by is the family's convention, stated in each subcommand's help);
-  ``NUM <= MAX_GRID``;
+  ``NUM <= MAX_GRID`` (any ``--X-grid``, and a sweep spec's grids);
 * ``--format csv|json``, ``--out DIR`` (table + ``<stem>.params.json`` + optional PNG,
   written only after everything succeeded), ``--plot``, ``--quiet`` (no progress bars);
 * ``--seed`` an integer >= 0; ``--damping`` the weight of the previous iterate in
-  ``[0, 1)``, 0 = undamped;
+  ``[0, 1)``, 0 = undamped (:data:`symtheory.core.tasks.SEED`, ``DAMPING``);
 * ``-v/--verbose`` before or after the subcommand.
 
-Every option is checked while the command line is parsed (typed converters built on
-:mod:`symtheory.core.validate`), so bad input is refused before anything is computed,
-with ``<option> must be in <range>, got <value>``.  This module imports nothing heavy:
-building the parser must stay instant.
+Bad input is refused before anything is computed, with ``<option> must be <valid
+values>, got <value>`` (and the reason for the range where one is declared).
+:func:`options_markdown` renders the option tables of ``docs/reference/options.md``.
+This module imports nothing heavy: building the parser must stay instant.
 """
 from __future__ import annotations
 
@@ -29,11 +32,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import validate
+from .tasks import GRID_NUM, MAX_GRID, Param
 from .validate import ParameterError
 
 FORMATS = ("csv", "json")
-#: largest ``NUM`` of ``--alpha-grid`` (refused before anything is allocated)
-MAX_GRID = 10_000
 WIDTH = 88
 
 
@@ -98,7 +100,8 @@ def describe(*paragraphs: str, example: str | None = None) -> str:
 
 
 def converter(check, metavar: str):
-    """argparse ``type=`` from a :mod:`validate` check (its message becomes the error)."""
+    """argparse ``type=`` from a check raising :class:`ParameterError` (its message
+    becomes the error)."""
     def convert(text):
         try:
             return check(text)
@@ -106,21 +109,6 @@ def converter(check, metavar: str):
             raise argparse.ArgumentTypeError(str(exc)) from None
     convert.__name__ = metavar
     return convert
-
-
-def real_arg(option: str, **bounds):
-    """``type=`` for a real option, ``bounds`` as in :func:`validate.real`."""
-    return converter(lambda t: validate.real(option, t, **bounds), "real")
-
-
-def int_arg(option: str, *, low=None, high=None):
-    """``type=`` for an integer option (``1e3`` accepted), inside ``[low, high]``."""
-    return converter(lambda t: validate.integer(option, t, low=low, high=high), "integer")
-
-
-def num(name):
-    """A plain real-number converter (no range); prefer :func:`real_arg`."""
-    return converter(lambda t: validate.real(name, t, allow_inf=True), "real")
 
 
 def out_dir(option: str = "--out"):
@@ -143,56 +131,103 @@ def out_dir(option: str = "--out"):
     return converter(check, "folder")
 
 
-class _AlphaGrid(argparse.Action):
-    """``START STOP NUM`` -> checked triple; NUM is capped before any allocation."""
+def option_name(name: str) -> str:
+    """The command-line spelling of a schema parameter: ``seq_len`` -> ``--seq-len``."""
+    return "--" + name.replace("_", "-")
 
-    def __init__(self, *args, positive=False, **kwargs):
-        self.positive = positive
+
+def param_type(option: str, param: Param):
+    """``type=`` checking a word against ``param`` (the message names ``option``)."""
+    return converter(lambda text: param.check(option, text), param.kind)
+
+
+def _help(param: Param, shown_default) -> str:
+    """``<doc>, <valid values> [(why)] (default X)``: the range is always stated."""
+    text = param.doc
+    if param.kind != "flag":
+        text = f"{text}, {param.describe()}" if text else param.describe()
+        if param.why:
+            text += f" ({param.why})"
+        if shown_default is not None:
+            text += f" (default {shown_default})"
+    return text.replace("%", "%%")
+
+
+class _Grid(argparse.Action):
+    """``START STOP NUM`` -> checked triple; ``NUM`` is capped at :data:`MAX_GRID` before
+    anything is allocated; START and STOP obey the parameter's range."""
+
+    def __init__(self, *args, param=None, **kwargs):
+        self.param = param
         super().__init__(*args, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
         try:
-            setattr(namespace, self.dest, _checked_grid(*values, positive=self.positive))
+            setattr(namespace, self.dest, checked_grid(self.option_strings[0], self.param, *values))
         except ParameterError as exc:
             raise argparse.ArgumentError(self, str(exc)) from None
 
 
-def _checked_grid(start, stop, n, *, positive=False):
-    bounds = dict(low=0.0, low_open=positive)
-    return (validate.real("--alpha-grid START", start, **bounds),
-            validate.real("--alpha-grid STOP", stop, **bounds),
-            validate.integer("--alpha-grid NUM", n, low=1, high=MAX_GRID))
+def checked_grid(option: str, param: Param, start, stop, num):
+    """``(start, stop, num)`` of ``option START STOP NUM``: both ends in the range of
+    ``param``, ``1 <= num <= MAX_GRID``."""
+    return (param.check(f"{option} START", start), param.check(f"{option} STOP", stop),
+            GRID_NUM.check(f"{option} NUM", num))
 
 
-def add_alpha(p, *, what: str, positive: bool = False, many: bool = True,
-              required: bool = True) -> None:
-    """``--alpha`` (one or several) or ``--alpha-grid START STOP NUM`` (exclusive)."""
-    bounds = dict(low=0.0, low_open=positive)
-    rng = validate.interval(**bounds)
-    if not many:
-        p.add_argument("--alpha", type=real_arg("--alpha", **bounds), required=required,
-                       metavar="A", help=f"sample ratio alpha = {what}, in {rng}")
-        return
-    g = p.add_mutually_exclusive_group(required=required)
-    g.add_argument("--alpha", nargs="+", type=real_arg("--alpha", **bounds), metavar="A",
-                   help=f"sample ratios alpha = {what}, each in {rng}")
-    g.add_argument("--alpha-grid", nargs=3, action=_AlphaGrid, positive=positive,
-                   metavar=("START", "STOP", "NUM"),
-                   help=f"NUM evenly spaced ratios from START to STOP (both in {rng}, "
-                        f"1 <= NUM <= {MAX_GRID})")
+def add_params(p, params: dict, *, many=(), grid=(), defaults=None, unset=(), required=(),
+               group=None) -> None:
+    """Command-line options generated from a task's schema ``{name: Param}``.
 
-
-def add_seed(p, help: str = "random seed, an integer >= 0", default: int = 0) -> None:
-    p.add_argument("--seed", type=int_arg("--seed", low=0), default=default,
-                   help=f"{help} (default {default})")
-
-
-def add_damping(p, *, default: float, what: str) -> None:
-    """``--damping``: the weight of the previous iterate, ``new = (1-t) F(old) + t old``."""
-    p.add_argument("--damping", type=real_arg("--damping", low=0.0, high=1.0, high_open=True),
-                   default=default,
-                   help=f"damping of {what}: weight of the previous iterate in [0, 1), "
-                        f"0 = undamped (default {default:g})")
+    Each parameter ``name`` becomes ``--name`` (underscores as dashes), typed and checked
+    by its :class:`Param` while parsing, with a help text stating the valid range and
+    the default; a flag defaulting to true becomes ``--no-name``.  ``many``: names that
+    take several values; ``grid``: names that also get ``--name-grid START STOP NUM``
+    (exclusive with ``--name``); ``defaults``: the command's own defaults (a default
+    belongs to the task); ``unset``: names parsed as ``None`` unless given (the command
+    must tell a given option from its default), the help still stating the default;
+    ``required``: names the command requires although the schema has a default.  The
+    generated actions carry their ``param`` (the docs tables read it)."""
+    defaults = dict(defaults or {})
+    for name, param in params.items():
+        opt = option_name(name)
+        default = defaults.get(name, param.default)
+        must = name in required or (param.required and name not in defaults
+                                    and name not in unset)
+        shown = None if must else param.show_default(default)
+        parsed_default = None if (must or name in unset) else default
+        target = group or p
+        if param.kind == "flag":
+            if default is True:
+                action = target.add_argument(f"--no-{opt[2:]}", dest=name, action="store_false",
+                                             help=f"do not {param.doc}".replace("%", "%%"))
+            else:
+                action = target.add_argument(opt, dest=name, action="store_true",
+                                             help=param.doc.replace("%", "%%"))
+            action.param = param
+            continue
+        kwargs = dict(dest=name, default=parsed_default, help=_help(param, shown))
+        if param.metavar:
+            kwargs["metavar"] = param.metavar
+        if param.kind == "choice":
+            kwargs["choices"] = param.choices
+        else:
+            kwargs["type"] = param_type(opt, param)
+        if name in many:
+            kwargs["nargs"] = "+"
+        if name in grid:
+            g = target.add_mutually_exclusive_group(required=must)
+            action = g.add_argument(opt, **kwargs)
+            grid_action = g.add_argument(
+                f"{opt}-grid", nargs=3, action=_Grid, param=param, dest=f"{name}_grid",
+                metavar=("START", "STOP", "NUM"),
+                help=f"NUM evenly spaced values of {opt} from START to STOP (each "
+                     f"{param.describe()}; 1 <= NUM <= {MAX_GRID})".replace("%", "%%"))
+            grid_action.param = param
+        else:
+            action = target.add_argument(opt, required=must, **kwargs)
+        action.param = param
+        action.shown_default = "required" if must else shown
 
 
 def add_output(p, *, plot: str | None = None, quiet: bool = True) -> None:
@@ -228,22 +263,27 @@ def add_verbose(parser: argparse.ArgumentParser) -> None:
 
 
 # ----------------------------------------------------------------------- values
-def alphas_from_args(args):
-    """The sample ratios of ``--alpha`` or ``--alpha-grid`` (same points as
-    ``numpy.linspace``), checked again for callers that built their own options."""
-    alpha, grid = getattr(args, "alpha", None), getattr(args, "alpha_grid", None)
-    if alpha is not None and grid is not None:
-        raise ParameterError("give either --alpha or --alpha-grid, not both")
-    if alpha is not None:
-        alpha = alpha if isinstance(alpha, (list, tuple)) else [alpha]
-        return [validate.real("--alpha", a, low=0) for a in alpha]
+def grid_values(args, name: str = "alpha") -> list:
+    """The values of ``--name`` (one or several) or ``--name-grid START STOP NUM`` (the
+    points of ``numpy.linspace``), as parsed and checked by :func:`add_params`."""
+    values, grid = getattr(args, name, None), getattr(args, f"{name}_grid", None)
+    opt = option_name(name)
+    if values is not None and grid is not None:
+        raise ParameterError(f"give either {opt} or {opt}-grid, not both")
+    if values is not None:
+        return list(values) if isinstance(values, (list, tuple)) else [values]
     if grid is not None:
-        start, stop, n = _checked_grid(*grid)
+        start, stop, n = grid
         if n == 1:
             return [start]
         step = (stop - start) / (n - 1)
         return [start + i * step for i in range(n - 1)] + [stop]
-    raise ParameterError("give the sample ratios with --alpha A [A ...] or --alpha-grid START STOP NUM")
+    raise ParameterError(f"give {opt} V [V ...] or {opt}-grid START STOP NUM")
+
+
+def alphas_from_args(args):
+    """The sample ratios of ``--alpha`` or ``--alpha-grid`` (:func:`grid_values`)."""
+    return grid_values(args, "alpha")
 
 
 def check_format(args):
@@ -387,3 +427,54 @@ def load_declaration(path, *, option: str, name: str, factory: str, expected: ty
         raise ParameterError(f"{where}: {what} must be a {expected.__name__}, got "
                              f"{type(obj).__name__}")
     return obj
+
+
+# ----------------------------------------------------------------------- docs tables
+def _cell(text) -> str:
+    return " ".join(str(text).replace("%%", "%").replace("|", "\\|").split())
+
+
+def _subcommands(parser, path=()):
+    """``(path, parser)`` of every leaf subcommand below ``parser``."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield path, parser
+    for a in subs:
+        for name, child in a.choices.items():
+            yield from _subcommands(child, path + (name,))
+
+
+def options_markdown(parser, prog: str = "symtheory") -> list:
+    """Lines of a markdown page: one table of options per subcommand of ``parser``.
+
+    Options generated from a task's schema (:func:`add_params`) show the valid values and
+    the reason for the range from their :class:`Param`; the others (output, files) show
+    their help text."""
+    lines = []
+    for path, p in _subcommands(parser):
+        lines += ["", f"## `{prog} {' '.join(path)}`", "",
+                  "| option | valid values | default | meaning |", "| --- | --- | --- | --- |"]
+        for a in p._actions:
+            if isinstance(a, argparse._HelpAction) or "--verbose" in a.option_strings:
+                continue
+            names = ", ".join(f"`{o}`" for o in a.option_strings) or f"`{a.dest}`"
+            param = getattr(a, "param", None)
+            if param is not None and not isinstance(a, _Grid) and param.kind != "flag":
+                values = param.describe() + (f" ({param.why})" if param.why else "")
+                if a.nargs == "+":
+                    values = "one or more: " + values
+                default = "required" if a.required else getattr(a, "shown_default", "")
+                meaning = param.doc
+            elif isinstance(a, _Grid):
+                values = f"START, STOP: {param.describe()}; NUM: {GRID_NUM.describe()}"
+                default, meaning = "-", a.help
+            elif a.nargs == 0:
+                values, default, meaning = "flag", "off", a.help
+            else:
+                values = ("one of " + ", ".join(map(str, a.choices))) if a.choices else \
+                    (a.metavar if isinstance(a.metavar, str) else "text")
+                default = "required" if a.required else (
+                    "none" if a.default is None or a.default is argparse.SUPPRESS else a.default)
+                meaning = a.help
+            lines.append(f"| {names} | {_cell(values)} | {_cell(default)} | {_cell(meaning)} |")
+    return lines

@@ -1,8 +1,22 @@
-"""A family-neutral registry of the package's computations and figures.
+"""A family-neutral registry of the package's computations and figures, and the schema
+of every task parameter.
+
+A family declares each parameter once, as a :class:`Param` (kind, valid range, default,
+doc with units and normalization, and why the range is what it is), and each task --
+a command-line subcommand or a computation a sweep may run -- as a ``{name: Param}``
+schema built from those declarations.  From the schema come
+
+* the command-line options (:func:`symtheory.core.cli_common.add_params`: names, types,
+  help text stating the valid range, checked while parsing);
+* the validation of a sweep spec and of the Python task API (:meth:`Computation.validate`);
+* the option tables of ``docs/reference/options.md`` (``symtheory docs options``),
+
+so a parameter has one bound wherever it appears.  Grids obey one cap, :data:`MAX_GRID`
+values per axis (``--alpha-grid NUM`` and a spec's ``linspace``/``geomspace``/``range``).
 
 A family declares in its ``tasks`` module (``symtheory.<family>.tasks``) each computation
-a sweep may run -- its name, the schema of its parameters (type and valid range) and a
-function ``params -> outputs`` -- and each figure ``symtheory reproduce`` can draw::
+a sweep may run -- its name, its schema and a function ``params -> outputs`` -- and each
+figure ``symtheory reproduce`` can draw::
 
     @computation("fam.point", params={"alpha": Param.real(low=0), "seed": Param.integer(low=0)},
                  outputs=("error",))
@@ -20,9 +34,11 @@ report), and records the warnings raised while computing.
 
 Nothing here names a family: the sweep engine (``symtheory.sweep``) discovers the
 families' ``tasks`` modules at run time, so a new family is picked up without changes.
+This module imports nothing heavy (the command-line parser is built from it).
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import numbers
@@ -30,18 +46,36 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from . import validate
 from .validate import ParameterError
 
 _REQUIRED = object()
+_KEEP = object()
+#: the default of a required parameter (``Param.with_default(REQUIRED)``)
+REQUIRED = _REQUIRED
 
 #: keys of a convergence report; every computation returns all of them
 CONVERGENCE_FIELDS = ("converged", "iterations", "residual", "message")
+
+#: most values of one grid axis: ``--alpha-grid START STOP NUM`` and a sweep spec's
+#: ``linspace``/``geomspace`` ``num`` or ``range`` length (refused before any allocation)
+MAX_GRID = 10_000
+
+#: most points of one sweep spec (all blocks, before duplicates are merged): the product
+#: of the axes is refused before it is expanded
+MAX_POINTS = 1_000_000
+
+
+def _num(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 @dataclass(frozen=True)
 class Param:
     """Schema of one parameter: kind (``real``, ``integer``, ``choice``, ``flag``), valid
-    range, default (absent: required), whether ``None`` is allowed, and a short doc."""
+    range, default (absent: required), whether ``None`` is allowed, a short doc (meaning,
+    units, normalization), ``why`` (the reason for a bound, stated in help texts and
+    refusals) and the command line's ``metavar``."""
 
     kind: str
     low: float | None = None
@@ -53,24 +87,37 @@ class Param:
     default: Any = _REQUIRED
     nullable: bool = False
     doc: str = ""
+    why: str = ""
+    metavar: str | None = None
 
     # ---------------------------------------------------------------- constructors
     @classmethod
     def real(cls, *, low=None, high=None, low_open=False, high_open=False, allow_inf=False,
-             default=_REQUIRED, nullable=False, doc=""):
-        return cls("real", low, high, low_open, high_open, allow_inf, (), default, nullable, doc)
+             default=_REQUIRED, nullable=False, doc="", why="", metavar=None):
+        return cls("real", low, high, low_open, high_open, allow_inf, (), default, nullable, doc,
+                   why, metavar)
 
     @classmethod
-    def integer(cls, *, low=None, high=None, default=_REQUIRED, nullable=False, doc=""):
-        return cls("integer", low, high, default=default, nullable=nullable, doc=doc)
+    def integer(cls, *, low=None, high=None, default=_REQUIRED, nullable=False, doc="", why="",
+                metavar=None):
+        return cls("integer", low, high, default=default, nullable=nullable, doc=doc, why=why,
+                   metavar=metavar)
 
     @classmethod
-    def choice(cls, *choices, default=_REQUIRED, doc=""):
-        return cls("choice", choices=tuple(choices), default=default, doc=doc)
+    def choice(cls, *choices, default=_REQUIRED, nullable=False, doc="", why=""):
+        return cls("choice", choices=tuple(choices), default=default, nullable=nullable,
+                   doc=doc, why=why)
 
     @classmethod
     def flag(cls, *, default=_REQUIRED, doc=""):
         return cls("flag", default=default, doc=doc)
+
+    def with_default(self, default=_KEEP, *, doc: str | None = None) -> "Param":
+        """The same parameter (kind, range, reason) with a task's own default
+        (:data:`REQUIRED`: none, the task requires it) and, if given, a doc saying what it
+        means in that task: a default belongs to the task, the range to the parameter."""
+        return dataclasses.replace(self, default=self.default if default is _KEEP else default,
+                                   doc=self.doc if doc is None else doc)
 
     # ---------------------------------------------------------------- use
     @property
@@ -104,49 +151,81 @@ class Param:
 
     def check(self, name: str, value):
         """The canonical value (float, int, str, bool or None), or :class:`ParameterError`
-        naming ``name`` and the valid values."""
+        naming ``name``, the valid values and (if stated) why.  Text (a command-line word)
+        is read as a number for ``real`` and ``integer`` (``1e3`` is the integer 1000).
+        Reals and integers are checked by :mod:`symtheory.core.validate` (its wording:
+        ``<name> must be in (0, inf), got -1``)."""
         if value is None:
             if self.nullable:
                 return None
-            raise ParameterError(f"{name} must be {self.describe()}, got none")
-        bad = ParameterError(f"{name} must be {self.describe()}, got {value!r}")
-        if self.kind == "real":
-            if isinstance(value, bool):
-                raise bad
-            if isinstance(value, str):
-                try:
-                    value = float(value)  # TOML has inf/nan literals; strings are accepted too
-                except ValueError:
-                    raise bad from None
-            if not isinstance(value, numbers.Real):
-                raise bad
-            v = float(value)
-            if math.isnan(v) or (math.isinf(v) and not (self.allow_inf and v > 0)):
-                raise bad
-            if self.low is not None and (v < self.low or (self.low_open and v == self.low)):
-                raise bad
-            if self.high is not None and (v > self.high or (self.high_open and v == self.high)):
-                raise bad
-            return v
-        if self.kind == "integer":
-            if isinstance(value, bool):
-                raise bad
-            if isinstance(value, numbers.Integral):
-                v = int(value)
-            elif isinstance(value, numbers.Real) and float(value).is_integer():
-                v = int(value)
-            else:
-                raise bad
-            if (self.low is not None and v < self.low) or (self.high is not None and v > self.high):
-                raise bad
-            return v
-        if self.kind == "choice":
-            if value not in self.choices:
-                raise bad
+            raise self._why(ParameterError(f"{name} must be {self.describe()}, got none"))
+        try:
+            if self.kind in ("real", "integer"):
+                if isinstance(value, bool) or not isinstance(value, (str, numbers.Real)):
+                    raise ParameterError(f"{name} must be {self.describe()}, got {value!r}")
+                if self.kind == "integer":
+                    return validate.integer(name, value, low=self.low, high=self.high)
+                # +inf only: a lower bound is always declared where inf is allowed
+                return validate.real(name, value, low=self.low, high=self.high,
+                                     low_open=self.low_open, high_open=self.high_open,
+                                     allow_inf=self.allow_inf and self.low is not None)
+            if self.kind == "choice":
+                if isinstance(value, bool) or value not in self.choices:
+                    raise ParameterError(f"{name} must be {self.describe()}, got {value!r}")
+                return value
+            if not isinstance(value, bool):
+                raise ParameterError(f"{name} must be {self.describe()}, got {value!r}")
             return value
-        if not isinstance(value, bool):
-            raise bad
-        return value
+        except ParameterError as exc:
+            raise self._why(exc) from None
+
+    def _why(self, exc: ParameterError) -> ParameterError:
+        return ParameterError(f"{exc} ({self.why})") if self.why else exc
+
+    def interval(self) -> str:
+        """The range of a real, e.g. ``(0, inf]`` (as :func:`validate.interval`)."""
+        return validate.interval(self.low, self.high, low_open=self.low_open,
+                                 high_open=self.high_open, allow_inf=self.allow_inf)
+
+    def show_default(self, default=_REQUIRED) -> str:
+        """A default as the help texts and tables show it (``-`` for none)."""
+        d = self.default if default is _REQUIRED else default
+        if d is _REQUIRED:
+            return "required"
+        if d is None:
+            return "none"
+        if isinstance(d, bool):
+            return "true" if d else "false"
+        if isinstance(d, (list, tuple)):
+            return " ".join(_num(v) for v in d)
+        return _num(d)
+
+
+# ------------------------------------------------------------- package-wide parameters
+#: one meaning wherever they appear; a task sets its own default (:meth:`Param.with_default`)
+SEED = Param.integer(low=0, default=0, doc="random seed")
+DAMPING = Param.real(low=0, high=1, high_open=True,
+                     doc="damping: weight t of the previous iterate, new = (1 - t) F(old) + t old "
+                         "(0 = undamped)")
+SAMPLING = Param.choice(
+    "rqmc", "monte-carlo", default="rqmc",
+    doc="design of the state evolution's frozen samples: rqmc (independently scrambled "
+        "Sobol sequences, standard errors from the spread of their means) or monte-carlo "
+        "(pseudo-random draws, per-sample standard errors)")
+
+
+#: ``NUM`` of ``--X-grid START STOP NUM`` and ``num`` of a sweep spec's grids
+GRID_NUM = Param.integer(low=1, high=MAX_GRID)
+
+
+def params_markdown(params: dict) -> list:
+    """Rows of a markdown table of a schema: parameter, valid values, default, meaning."""
+    rows = ["| parameter | valid values | default | meaning |", "| --- | --- | --- | --- |"]
+    for name, p in params.items():
+        why = f" ({p.why})" if p.why else ""
+        rows.append(f"| `{name}` | {p.describe()}{why} | {p.show_default()} | {p.doc} |"
+                    .replace("\n", " "))
+    return rows
 
 
 def convergence(*, converged=None, iterations=None, residual=None, message="") -> dict:

@@ -42,7 +42,7 @@ def real(name: str, value, *, low=None, high=None, low_open=False, high_open=Fal
     return v
 
 
-def _as_int(value):
+def as_integer(value):
     """``int`` of an integral value (``4``, ``4.0``, ``"4"``, ``"1e3"``), else ``None``."""
     if isinstance(value, bool):
         return None
@@ -74,7 +74,7 @@ def integer(name: str, value, *, low=None, high=None) -> int:
         rng = f"an integer <= {high}"
     else:
         rng = "an integer"
-    v = _as_int(value)
+    v = as_integer(value)
     if v is None:
         raise ParameterError(f"{name} must be {rng}, got {value!r}")
     if (low is not None and v < low) or (high is not None and v > high):

@@ -3,117 +3,22 @@
 The parser is declared with light imports only; each command imports the numerics it
 runs.  Options are checked while parsing (``symtheory.core.cli_common``); what needs the
 model (the overlap's size, the need for output noise) is checked right after the model is
-built, before anything is computed.  :func:`add_model_options` and :func:`build_model` are
-public so that other ``smi`` subcommands declare and build models the same way.
+built, before anything is computed.  The options are generated from the tasks' schemas
+(:mod:`symtheory.smi.params`); the models come from :mod:`symtheory.smi.registry`.
 """
 from __future__ import annotations
 
 import sys
 
-from ..core.cli_common import (add_alpha, add_damping, add_output, add_seed, alphas_from_args,
-                               converter, describe, emit, int_arg, real_arg)
+from ..core.cli_common import add_output, add_params, alphas_from_args, converter, describe, emit
 from ..core.validate import ParameterError
-from ..glm.se.sampling import DEFAULT_SAMPLES, add_sampling_option, design_record
+from ..glm.se.sampling import design_record
+from . import params as P
+from . import registry
+from .common_cli import NORMALIZATION, add_model_options, build_model  # noqa: F401 (public)
 from .model_file import EXAMPLE
 
-NORMALIZATION = (
-    "Model (Troiani et al., arXiv:2502.00901; smi.md 1): y = g(W x/sqrt(d)), x in R^{d x M} "
-    "(M = seq-len tokens) and W in R^{P x d} with i.i.d. N(0,1) entries; deep tied "
-    "attention X_{l+1} = (c I + softmax_row(inv_temp X_l W_l^T W_l X_l^T/d)) X_l, output "
-    "the last attention matrix.  Normalization: alpha = n/d (samples per token dimension); "
-    "overlaps Q = W_hat W*^T/d (P x P); errors are squared Frobenius norms summed over the "
-    "output entries.")
-
-MODELS = ("attention", "linear-attention", "outer-product", "linear-tokens")
-#: options that shape a shipped model, and the models they apply to
-MODEL_SHAPE = {"depth": ("attention", "linear-attention"),
-               "seq_len": MODELS,
-               "skip": ("attention", "linear-attention"),
-               "inv_temp": ("attention", "linear-attention")}
-SHAPE_DEFAULTS = {"depth": 2, "seq_len": 2, "skip": 1.0, "inv_temp": 1.0}
-MAX_QUADRATURE_NODES = 200
-POSITIVE = dict(low=0.0, low_open=True)
-NONNEGATIVE = dict(low=0.0)
 OVERLAP_FORM = "a symmetric P x P matrix 'Q11,Q12;Q21,Q22' with eigenvalues in [0, 1]"
-
-
-# ----------------------------------------------------------------------- model
-def add_model_options(p) -> None:
-    """``--model`` / ``--model-file`` and what shapes the model, the channel and the seed."""
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--model", choices=MODELS, default=None,
-                   help="a shipped model (default attention): deep tied softmax attention, "
-                        "the same with linear attention, y = z z^T (outer-product), y = z "
-                        "(linear-tokens, needs --noise)")
-    g.add_argument("--model-file", metavar="PATH",
-                   help="a Python file defining `model` (a MultiIndexModel) or a function "
-                        "`build_model()` returning one; see the example below")
-    p.add_argument("--depth", type=int_arg("--depth", low=1), default=None,
-                   help="attention layers L, an integer >= 1 (default 2; attention models)")
-    p.add_argument("--seq-len", type=int_arg("--seq-len", low=1), default=None,
-                   help="tokens per sequence M, an integer >= 1 (default 2; shipped models)")
-    p.add_argument("--skip", type=real_arg("--skip", **POSITIVE), default=None,
-                   help="skip (residual) strength c, in (0, inf) (default 1; attention models)")
-    p.add_argument("--inv-temp", type=real_arg("--inv-temp", **POSITIVE), default=None,
-                   help="softmax inverse temperature, in (0, inf) (default 1; attention models)")
-    p.add_argument("--noise", type=real_arg("--noise", **POSITIVE), default=None,
-                   help="variance of Gaussian noise added to the output, in (0, inf) (default: "
-                        "noiseless, which needs a model with a deterministic reduction)")
-    p.add_argument("--quadrature", default=None, choices=("gauss-hermite", "uniform"),
-                   help="channel quadrature rule over the integrated indices (default: the "
-                        "channel's own rule -- tensor gauss-hermite for a noiseless reduction, "
-                        "an adaptive or Laplace-centred RQMC rule under --noise)")
-    p.add_argument("--quadrature-nodes",
-                   type=int_arg("--quadrature-nodes", low=2, high=MAX_QUADRATURE_NODES),
-                   default=None, help=f"quadrature nodes per axis, an integer in [2, "
-                                    f"{MAX_QUADRATURE_NODES}] (default 30 when --quadrature is given)")
-    add_seed(p)
-
-
-def shape_options(args, shape: dict, defaults: dict, *, file_allows=()):
-    """``(model name, shape values)`` of ``--model`` and its shape options, or
-    ``(None, None)`` for ``--model-file``.  ``shape`` maps each option to the models it
-    applies to; an option given for a model it does not apply to, or next to
-    ``--model-file`` (except those in ``file_allows``), is refused by name, never ignored."""
-    given = [k for k in shape if getattr(args, k, None) is not None]
-    if args.model_file is not None:
-        bad = [k for k in given if k not in file_allows]
-        if bad:
-            raise ParameterError(f"--{bad[0].replace('_', '-')} does not apply to --model-file "
-                                 "(declare the model's shape in the file)")
-        return None, None
-    name = args.model or "attention"
-    for k in given:
-        if name not in shape[k]:
-            raise ParameterError(f"--{k.replace('_', '-')} applies only to --model "
-                                 f"{' or '.join(shape[k])}, not {name}")
-    return name, {k: defaults[k] if getattr(args, k, None) is None else getattr(args, k)
-                  for k in shape}
-
-
-def build_model(args):
-    """The model of ``--model`` / ``--model-file``; refuses shape options that would be
-    ignored and a noiseless channel the model cannot integrate."""
-    name, v = shape_options(args, MODEL_SHAPE, SHAPE_DEFAULTS)
-    if name is None:
-        from .model_file import load_model
-
-        model = load_model(args.model_file)
-    else:
-        from . import deep_attention, linear_tokens, outer_product
-
-        if name in ("attention", "linear-attention"):
-            activation = "softmax" if name == "attention" else "linear"
-            model = deep_attention(v["depth"], v["seq_len"], 1, v["skip"], v["inv_temp"],
-                                   activation)
-        elif name == "outer-product":
-            model = outer_product(v["seq_len"])
-        else:
-            model = linear_tokens(v["seq_len"])
-    if getattr(args, "noise", None) is None and model.reduction is None:
-        raise ParameterError(f"--noise must be given, in (0, inf), for {model.description or model.name}: "
-                             "a noiseless link needs a DeterministicReduction (smi.md 9)")
-    return model
 
 
 def _rule(args):
@@ -176,8 +81,13 @@ def parse_overlap(rows, P: int):
 
 # ----------------------------------------------------------------------- se
 def cmd_se(args) -> int:
-    model = build_model(args)
     alphas = alphas_from_args(args)
+
+    def fits(sizes):          # the frozen samples' memory, before any SymPy work
+        registry.check_se_memory(args.samples, sizes, noise=args.noise is not None,
+                                 sampling=args.sampling)
+
+    model = build_model(args, precheck=fits)
     import numpy as np
 
     from ..core.progress import progress_bar
@@ -213,7 +123,7 @@ def cmd_se(args) -> int:
             cols[f"Q{a + 1}{b + 1}"].append(float(res.Q[a, b]))
         for a in range(P):
             cols[f"Q{a + 1}{a + 1}_stderr"].append(float(res.Q_stderr[a, a]))
-        if args.no_errors:
+        if not args.errors:
             bo = pl = None
         else:
             Qc = 0.5 * (res.Q + res.Q.T)
@@ -310,7 +220,7 @@ def _plot_se(table, path):
 
 # ----------------------------------------------------------------------- error
 def cmd_error(args) -> int:
-    model = build_model(args)
+    model = build_model(args, "error")
     Q = parse_overlap(args.overlap, model.P)
     from ..core.table import Table
     from ..glm.se.errors import bayes_error, plugin_error
@@ -326,7 +236,7 @@ def cmd_error(args) -> int:
 
 # ----------------------------------------------------------------------- gamp
 def cmd_gamp(args) -> int:
-    model = build_model(args)
+    model = build_model(args, "gamp")
     import numpy as np
 
     from ..core.table import Table
@@ -341,7 +251,8 @@ def cmd_gamp(args) -> int:
         rng = np.random.default_rng(args.seed + 1)
         S = np.sqrt(lam) * data.W + rng.standard_normal(data.W.shape)
     res = gamp_tokens(data.X, data.y, ch, damping=args.damping,
-                      max_iter=args.max_iter, seed=args.seed + 2, init_scale=args.init_scale,
+                      max_iter=args.max_iter, tol=args.tol, seed=args.seed + 2,
+                      init_scale=args.init_scale,
                       side_information=lam, side_observation=S, truth=data.W,
                       progress=not args.quiet)
     P = model.P
@@ -356,7 +267,8 @@ def cmd_gamp(args) -> int:
     meta = {"model": model.description, "d": d, "alpha": alpha, "n": data.X.shape[0],
             "seed": args.seed, "damping": args.damping,
             "damping_meaning": "weight of the previous iterate (0 = undamped)",
-            "init_scale": args.init_scale, "side_information": lam, "noise_variance": noise,
+            "tol": args.tol, "init_scale": args.init_scale, "side_information": lam,
+            "noise_variance": noise,
             "message": res.message, "converged": res.converged, "diverged": res.diverged,
             "normalization": NORMALIZATION}
     print(f"GAMP: {res.message}", file=sys.stderr)
@@ -444,6 +356,10 @@ GAMP_COLUMNS = (
     "away from perfect recovery both still spread by O(1/sqrt(d)) over teachers).")
 
 
+def _task_options(schema: dict, *names) -> dict:
+    return {k: schema[k] for k in names}
+
+
 def register(sub) -> None:
     smi = sub.add_parser("smi", help="sequence multi-index models / deep attention "
                                      "(arXiv:2502.00901)",
@@ -454,24 +370,10 @@ def register(sub) -> None:
                          description=describe("Matrix state evolution (smi.md 4) from Monte "
                                               "Carlo on frozen samples.", NORMALIZATION,
                                               SE_COLUMNS, MODEL_FILE_HELP, example=EXAMPLE))
-    add_model_options(se)
-    add_alpha(se, what="n/d", positive=True)
-    se.add_argument("--samples", type=int_arg("--samples", low=100), default=DEFAULT_SAMPLES,
-                    help="frozen samples of the SE map (design: --sampling), an integer >= 100 "
-                         f"(default {DEFAULT_SAMPLES} = 16 x 2^10; with rqmc best 16 x a power "
-                         "of 2: a Sobol sequence's first 2^m points are balanced)")
-    add_sampling_option(se)
-    se.add_argument("--error-samples", type=int_arg("--error-samples", low=100),
-                    default=200000,
-                    help="Monte-Carlo samples for the errors, an integer >= 100 (default 200000)")
-    se.add_argument("--no-errors", action="store_true", help="skip the error columns (NaN)")
-    se.add_argument("--start", choices=("uninformed", "informed"), default="uninformed",
-                    help="initial overlap Q0 = 0.05 I (uninformed, default) or 0.99 I (informed)")
-    se.add_argument("--side-information", type=real_arg("--side-information", **NONNEGATIVE),
-                    default=0.0, help="side-information strength lambda, in [0, inf) (default 0)")
-    add_damping(se, default=0.2, what="the overlap iteration")
-    se.add_argument("--max-iter", type=int_arg("--max-iter", low=1), default=300,
-                    help="iteration cap, an integer >= 1 (default 300)")
+    add_model_options(se, P.SE, defaults={"quadrature": None})
+    add_params(se, _task_options(P.SE, "alpha", "samples", "sampling", "error_samples", "errors",
+                                 "start", "side_information", "damping", "max_iter", "seed"),
+               grid=("alpha",), many=("alpha",))
     add_output(se, plot="overlaps and errors vs alpha")
     se.set_defaults(func=cmd_se)
 
@@ -479,13 +381,10 @@ def register(sub) -> None:
                          description=describe("Generalization error at a given overlap matrix.",
                                               NORMALIZATION, ERROR_COLUMNS, MODEL_FILE_HELP,
                                               example=EXAMPLE))
-    add_model_options(er)
+    add_model_options(er, P.ERROR, defaults={"quadrature": None})
     er.add_argument("--overlap", type=converter(_overlap_text, "matrix"), required=True, metavar="Q",
                     help=f"{OVERLAP_FORM}, e.g. \"0.1,0;0,0.8\"")
-    er.add_argument("--kind", default="bo", choices=("bo", "plugin"),
-                    help="bo = Bayes-optimal error (default), plugin = mean-weights prediction")
-    er.add_argument("--samples", type=int_arg("--samples", low=100), default=200000,
-                    help="Monte-Carlo samples, an integer >= 100 (default 200000)")
+    add_params(er, _task_options(P.ERROR, "kind", "samples", "seed"))
     add_output(er, quiet=False)
     er.set_defaults(func=cmd_error)
 
@@ -494,21 +393,14 @@ def register(sub) -> None:
                                               "(smi.md 5, Algorithm 1) on data drawn from the "
                                               "model.", NORMALIZATION, GAMP_COLUMNS,
                                               MODEL_FILE_HELP, example=EXAMPLE))
-    add_model_options(gp)
-    gp.add_argument("--d", type=int_arg("--d", low=2), required=True,
-                    help="token dimension d, an integer >= 2 (n = round(alpha d))")
-    add_alpha(gp, what="n/d", positive=True, many=False)
-    add_damping(gp, default=0.0, what="the weights and their covariance")
-    gp.add_argument("--max-iter", type=int_arg("--max-iter", low=1), default=40,
-                    help="iterations, an integer >= 1 (default 40)")
-    gp.add_argument("--init-scale", type=real_arg("--init-scale", **POSITIVE), default=0.1,
-                    help="standard deviation of the random initial W, in (0, inf) (default 0.1)")
-    gp.add_argument("--side-information", type=real_arg("--side-information", **NONNEGATIVE),
-                    default=0.0, help="side-information strength lambda, in [0, inf) (default 0)")
+    add_model_options(gp, P.GAMP, defaults={"quadrature": None})
+    add_params(gp, _task_options(P.GAMP, "d", "alpha", "damping", "max_iter", "tol",
+                                 "init_scale", "side_information", "seed"),
+               defaults={"seed": 0})
     add_output(gp, plot="cosine similarity per index row vs iteration")
     gp.set_defaults(func=cmd_gamp)
 
-    from .sgd import register_cli as register_sgd
+    from .sgd_cli import register_sgd
 
     register_sgd(ssub)
 

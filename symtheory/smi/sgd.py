@@ -31,10 +31,10 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..core import validate
+from .params import PAPER_SGD
 
 #: smi.md 15 (GD_2w.ipynb)
-PAPER = {"d": 500, "lr": 15.0, "weight_decay_d": 0.07, "batch": 200, "repeats": 3,
-         "init_scale": 0.9, "epochs": 1700, "alpha": 15.0}
+PAPER = PAPER_SGD
 
 
 @dataclass
@@ -222,134 +222,3 @@ def epoch_learned(result: SGDResult, threshold: float = 0.8):
         hit = np.nonzero(np.abs(result.cosine[:, a]) >= threshold)[0]
         out.append(int(result.epochs[hit[0]]) if hit.size else None)
     return out
-
-
-# ----------------------------------------------------------------------- command line
-SGD_COLUMNS = (
-    "Columns (one row per recorded epoch, epoch 0 = the initialization): epoch; for each "
-    "layer (index row) l: cosine_l = (W_l . W*_l/d)/sqrt(W_l . W_l/d) (signed, the "
-    "notebook's formula; the model is even in W_l), M_l = W_l . W*_l/d, Q_l = W_l . W_l/d; "
-    "test_error = mean ||g(W x/sqrt d) - y||_F^2 on fresh sequences (the notebook's "
-    "torch.mean over entries is this / M^2); train_error = the same on the training data.")
-
-
-def register_cli(ssub) -> None:
-    """The ``symtheory smi sgd`` subcommand (light imports: the parser only)."""
-    from ..core.cli_common import add_output, add_seed, describe, int_arg, real_arg
-
-    p = ssub.add_parser(
-        "sgd", help="minibatch SGD on a same-architecture attention student (smi.md 15, "
-                    "Fig. 2 right)",
-        description=describe(
-            "Two-layer (or --depth) tied softmax attention student trained by plain "
-            "minibatch SGD on alpha = n/d teacher sequences (n samples of seq_len tokens in "
-            "dimension d), as smi.md 15 (GD_2w.ipynb) states: init "
-            "init-scale x N(0,1), loss sum (y_hat - y)^2/d per batch, W <- W - lr (grad + "
-            "wd W) with wd = weight-decay-d/d, each batch used for --repeats steps, a fresh "
-            "seeded batch order every epoch.  Tracks the cosine of each layer with the "
-            "teacher (layer 2 is learned before layer 1).  Needs JAX (the 'gd' extra).",
-            SGD_COLUMNS))
-    pos = dict(low=0.0, low_open=True)
-    p.add_argument("--d", type=int_arg("--d", low=2), default=PAPER["d"],
-                   help=f"token dimension, an integer >= 2 (default {PAPER['d']})")
-    p.add_argument("--alpha", type=real_arg("--alpha", **pos), default=PAPER["alpha"],
-                   help=f"n/d, in (0, inf) (default {PAPER['alpha']:g})")
-    p.add_argument("--epochs", type=int_arg("--epochs", low=1), default=PAPER["epochs"],
-                   help=f"epochs, an integer >= 1 (default {PAPER['epochs']})")
-    p.add_argument("--lr", type=real_arg("--lr", **pos), default=PAPER["lr"],
-                   help=f"learning rate, in (0, inf) (default {PAPER['lr']:g})")
-    p.add_argument("--weight-decay-d", type=real_arg("--weight-decay-d", low=0.0),
-                   default=PAPER["weight_decay_d"],
-                   help=f"d x weight decay, in [0, inf) (default {PAPER['weight_decay_d']:g})")
-    p.add_argument("--batch", type=int_arg("--batch", low=1), default=PAPER["batch"],
-                   help=f"batch size, an integer >= 1 (default {PAPER['batch']})")
-    p.add_argument("--repeats", type=int_arg("--repeats", low=1), default=PAPER["repeats"],
-                   help=f"SGD steps per batch, an integer >= 1 (default {PAPER['repeats']})")
-    p.add_argument("--init-scale", type=real_arg("--init-scale", **pos),
-                   default=PAPER["init_scale"],
-                   help=f"std of the initial entries, in (0, inf) (default {PAPER['init_scale']:g})")
-    p.add_argument("--record-every", type=int_arg("--record-every", low=1), default=1,
-                   help="epochs between recorded rows, an integer >= 1 (default 1)")
-    p.add_argument("--test-samples", type=int_arg("--test-samples", low=0), default=1000,
-                   help="fresh test sequences, an integer >= 0 (default 1000)")
-    # defaults None: a shape option given together with --model-file is refused, not ignored
-    p.add_argument("--depth", type=int_arg("--depth", low=1), default=None,
-                   help="attention layers, an integer >= 1 (default 2)")
-    p.add_argument("--seq-len", type=int_arg("--seq-len", low=1), default=None,
-                   help="tokens per sequence M, an integer >= 1 (default 2)")
-    p.add_argument("--skip", type=real_arg("--skip", **pos), default=None,
-                   help="skip strength c, in (0, inf) (default 1)")
-    p.add_argument("--model-file", metavar="PATH", default=None,
-                   help="a Python file defining `model` (a MultiIndexModel) or `build_model()`, "
-                        "as for `smi se`: the student has that model's link (default: tied "
-                        "softmax attention of --depth, --seq-len, --skip)")
-    add_seed(p, help="seed of the teacher data, test set, initialization and batch order")
-    add_output(p, plot="|cosine| per layer and the errors vs epoch")
-    p.set_defaults(func=cmd_sgd)
-
-
-def cmd_sgd(args) -> int:
-    import sys
-
-    from ..core.cli_common import emit
-    from ..core.table import Table
-    from ..core.validate import ParameterError
-    from .tasks import build_model
-
-    shape = {"--depth": args.depth, "--seq-len": args.seq_len, "--skip": args.skip}
-    if args.model_file is not None:
-        given = [k for k, v in shape.items() if v is not None]
-        if given:
-            raise ParameterError(f"{given[0]} does not apply to --model-file (the file "
-                                 "declares the model)")
-        from .model_file import load_model
-
-        model = load_model(args.model_file)
-    else:
-        model = build_model("attention", 2 if args.depth is None else args.depth,
-                            2 if args.seq_len is None else args.seq_len,
-                            1.0 if args.skip is None else args.skip, 1.0)
-    res = sgd_layerwise(model, args.d, args.alpha, seed=args.seed, epochs=args.epochs,
-                        lr=args.lr, weight_decay=args.weight_decay_d / args.d,
-                        batch=args.batch, repeats=args.repeats, init_scale=args.init_scale,
-                        record_every=args.record_every, test_samples=args.test_samples,
-                        progress=not args.quiet)
-    cols = {"epoch": res.epochs.tolist()}
-    for a in range(model.P):
-        cols[f"cosine{a + 1}"] = res.cosine[:, a].tolist()
-        cols[f"M{a + 1}"] = res.M[:, a].tolist()
-        cols[f"Q{a + 1}"] = res.Q[:, a].tolist()
-    cols["test_error"] = res.test_error.tolist()
-    cols["train_error"] = res.train_loss.tolist()
-    learned = epoch_learned(res)
-    meta = dict(res.params, message=res.message, diverged=res.diverged,
-                wall_time=res.wall_time, learned_epoch_cos_0_8=learned)
-    print(f"SGD: {res.message} in {res.wall_time:.1f} s; first epoch with |cos| >= 0.8 per "
-          f"layer: {learned}", file=sys.stderr)
-    return emit(Table(cols, meta), args, "smi_sgd", plot=_plot_sgd)
-
-
-def _plot_sgd(table, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax, ax_err) = plt.subplots(1, 2, figsize=(9, 3.6))
-    ep = table["epoch"]
-    for name in table.names:
-        if name.startswith("cosine"):
-            ax.plot(ep, abs(table[name]), label=f"layer {name[6:]}")
-    ax_err.plot(ep, table["test_error"], "k", label="test")
-    ax_err.plot(ep, table["train_error"], color="0.6", label="train")
-    for a in (ax, ax_err):
-        a.set_xscale("symlog", linthresh=1)
-        a.set_xlabel("epoch")
-        a.legend(fontsize=8)
-    ax.set_ylabel("|cosine| with the teacher")
-    ax_err.set_yscale("log")
-    ax_err.set_ylabel(r"error $\|g - y\|_F^2$")
-    fig.suptitle(table.meta.get("model", ""), fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130, format="png")
-    plt.close(fig)

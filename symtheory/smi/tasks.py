@@ -9,39 +9,54 @@ and :func:`~symtheory.glm.gamp.tokens.gamp_tokens` (Algorithm 1) on the declared
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
-from ..core.tasks import Param, computation, convergence, register_figure
-from ..glm.se.sampling import DEFAULT_SAMPLES
-
-MODELS = ("attention", "linear-attention", "outer-product", "linear-tokens")
+from ..core.tasks import computation, convergence, register_figure
+from . import params as P
+from . import registry
 
 #: the model and its channel: the parameters every SMI computation shares
-MODEL_PARAMS = {
-    "model": Param.choice(*MODELS, default="attention"),
-    "depth": Param.integer(low=1, default=2, doc="attention layers (attention models)"),
-    "seq_len": Param.integer(low=1, default=2, doc="tokens per sequence M"),
-    "skip": Param.real(low=0, low_open=True, default=1.0, doc="skip strength c"),
-    "inv_temp": Param.real(low=0, low_open=True, default=1.0, doc="softmax inverse temperature"),
-    "noise": Param.real(low=0, low_open=True, default=None, nullable=True,
-                        doc="Gaussian output-noise variance (none: noiseless)"),
-    "quadrature": Param.choice("gauss-hermite", "uniform", default="gauss-hermite"),
-    "quadrature_nodes": Param.integer(low=2, default=30, doc="nodes per axis"),
-}
+MODEL_PARAMS = P.MODEL_PARAMS
+_SHAPE = ("depth", "seq_len", "skip", "inv_temp")
+_SHAPE_DEFAULTS = {k: MODEL_PARAMS[k].default for k in _SHAPE}
 
 
-@functools.lru_cache(maxsize=None)
 def build_model(model, depth, seq_len, skip, inv_temp):
-    """The declared model (built once per process: its channel is derived symbolically)."""
-    from . import deep_attention, linear_tokens, outer_product
+    """The declared model (built once per process: its channel is derived symbolically;
+    :func:`symtheory.smi.registry.build_model`)."""
+    return registry.build_model(model, {"depth": depth, "seq_len": seq_len, "skip": skip,
+                                        "inv_temp": inv_temp})
 
-    if model in ("attention", "linear-attention"):
-        return deep_attention(depth, seq_len, 1, skip, inv_temp,
-                              "softmax" if model == "attention" else "linear")
-    return outer_product(seq_len) if model == "outer-product" else linear_tokens(seq_len)
+
+def _check_model(p, task="se", *, channel=True):
+    """The model's shape, checked before anything is built (:mod:`.registry`): a shape
+    parameter set away from its default for a model it does not shape, a shape the model
+    cannot take, and (``channel``) a noiseless link without a reduction are refused."""
+    given = {k: p[k] for k in _SHAPE if p[k] != _SHAPE_DEFAULTS[k]}
+    values = registry.shape_values(p["model"], given, _SHAPE_DEFAULTS, task=task, spell=str)
+    if channel:
+        registry.require_noise(p["model"], values, p["noise"], option="noise")
+    return registry.MODELS[p["model"]].sizes(dict(_SHAPE_DEFAULTS, **values))
+
+
+def _check_se(p):
+    """The model, then the memory of the frozen samples (before anything is drawn)."""
+    registry.check_se_memory(p["samples"], _check_model(p), noise=p["noise"] is not None,
+                             sampling=p["sampling"], option="samples")
+
+
+def _check_teacher(p, task="gamp", *, channel=True):
+    """The model, then the teacher data's memory (``n = round(alpha d)`` sequences of
+    ``d x M`` tokens and their products, 16 bytes an entry, as :func:`.data.generate`
+    checks), before anything runs."""
+    from ..core.memory import check_allocation
+
+    M = _check_model(p, task, channel=channel)[1]
+    n = max(1, int(round(p["alpha"] * p["d"])))
+    check_allocation(n * p["d"] * M * 16,
+                     f"alpha x d: the teacher data (n = {n}, d = {p['d']}, M = {M})")
 
 
 def _model_and_rule(p):
@@ -55,20 +70,7 @@ def _model_keys(params):
     return {k: params[k] for k in MODEL_PARAMS}
 
 
-@computation("smi.se_point", params=dict(MODEL_PARAMS, **{
-    "alpha": Param.real(low=0, low_open=True, doc="n/d"),
-    "samples": Param.integer(low=100, default=DEFAULT_SAMPLES,
-                             doc="frozen SE samples (design: sampling; 16 x 2^10)"),
-    "seed": Param.integer(low=0, default=0),
-    "side_information": Param.real(low=0, default=0.0),
-    "start": Param.choice("uninformed", "informed", default="uninformed",
-                          doc="Q0 = 0.05 I or 0.99 I"),
-    "damping": Param.real(low=0, high=1, high_open=True, default=0.2, doc="weight of the old iterate"),
-    "max_iter": Param.integer(low=1, default=300),
-    "errors": Param.flag(default=True, doc="Bayes-optimal and plug-in errors at the fixed point"),
-    "error_samples": Param.integer(low=100, default=200000),
-    "sampling": Param.choice("rqmc", "monte-carlo", default="rqmc",
-                             doc="design of the frozen SE samples (glm/se.py)")}))
+@computation("smi.se_point", params=P.SE, check=_check_se)
 def se_point(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadrature_nodes, alpha,
              samples, seed, side_information, start, damping, max_iter, errors, error_samples,
              sampling="rqmc"):
@@ -100,16 +102,7 @@ def se_point(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadratur
     return out
 
 
-GAMP_PARAMS = dict(MODEL_PARAMS, **{
-    "d": Param.integer(low=2, doc="token dimension"),
-    "alpha": Param.real(low=0, low_open=True, doc="n/d (n = round(alpha d))"),
-    "seed": Param.integer(low=0, doc="seed of the teacher data; the start uses seed + 2"),
-    "damping": Param.real(low=0, high=1, high_open=True, default=0.0,
-                          doc="weight of the previous iterate (0 = undamped)"),
-    "max_iter": Param.integer(low=1, default=40),
-    "tol": Param.real(low=0, low_open=True, default=1e-6),
-    "init_scale": Param.real(low=0, low_open=True, default=0.1, doc="std of the random start"),
-    "side_information": Param.real(low=0, default=0.0)})
+GAMP_PARAMS = P.GAMP
 
 
 def _teacher(p):
@@ -145,7 +138,7 @@ def _gamp_convergence(res):
                        residual=res.trace[-1]["change"], message=res.message)
 
 
-@computation("smi.gamp", params=GAMP_PARAMS)
+@computation("smi.gamp", params=GAMP_PARAMS, check=_check_teacher)
 def gamp_run(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadrature_nodes, d,
              alpha, seed, damping, max_iter, tol, init_scale, side_information):
     """GAMP (Algorithm 1) on seeded teacher data: final teacher overlaps ``M{l}{l}``,
@@ -166,9 +159,7 @@ def gamp_run(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadratur
     return out
 
 
-@computation("smi.gamp_trace", params=dict(GAMP_PARAMS, **{
-    "test_samples": Param.integer(low=0, default=1000,
-                                  doc="fresh test sequences for the test error (0: none)")}))
+@computation("smi.gamp_trace", params=P.GAMP_TRACE, check=_check_teacher)
 def gamp_trace(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadrature_nodes, d,
                alpha, seed, damping, max_iter, tol, init_scale, side_information, test_samples):
     """GAMP's trajectory (smi.md 15, Fig. 2 left): per iteration the cosine similarity
@@ -208,19 +199,7 @@ def gamp_trace(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadrat
     return out
 
 
-SGD_PARAMS = {k: MODEL_PARAMS[k] for k in ("model", "depth", "seq_len", "skip", "inv_temp", "noise")}
-SGD_PARAMS.update({
-    "d": Param.integer(low=2, doc="token dimension"),
-    "alpha": Param.real(low=0, low_open=True, doc="n/d (n = round(alpha d))"),
-    "seed": Param.integer(low=0, doc="teacher data, test set, initialization, batch order"),
-    "epochs": Param.integer(low=1),
-    "lr": Param.real(low=0, low_open=True, default=15.0),
-    "weight_decay_d": Param.real(low=0, default=0.07, doc="d x the weight decay (smi.md 15: 0.07)"),
-    "batch": Param.integer(low=1, default=200),
-    "repeats": Param.integer(low=1, default=3, doc="SGD steps per batch"),
-    "init_scale": Param.real(low=0, low_open=True, default=0.9, doc="std of the initial entries"),
-    "record_every": Param.integer(low=1, default=1, doc="epochs between recorded points"),
-    "test_samples": Param.integer(low=0, default=1000, doc="fresh test sequences")})
+SGD_PARAMS = P.SGD
 
 
 def _check_sgd(p):
@@ -228,6 +207,7 @@ def _check_sgd(p):
 
     from ..core.validate import ParameterError
 
+    _check_teacher(p, "sgd", channel=False)      # SGD needs no channel
     if importlib.util.find_spec("jax") is None:
         raise ParameterError("smi.sgd needs JAX: pip install 'symtheory[gd]'")
 

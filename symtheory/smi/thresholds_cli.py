@@ -17,18 +17,21 @@ The parser imports nothing heavy; register with ``register_threshold(smi_subpars
 """
 from __future__ import annotations
 
-from ..core.cli_common import add_output, add_seed, describe, emit, int_arg, real_arg
-from ..core.validate import ParameterError
-from ..glm.se.sampling import add_sampling_option, design_record
-from .model_file import EXAMPLE
+import argparse
 
-MODELS = ("attention", "phase-retrieval", "outer-product", "sign-product")
-#: options that shape a shipped model, and the models they apply to
-MODEL_SHAPE = {"depth": ("attention",), "seq_len": ("attention", "outer-product"),
-               "skip": ("attention",), "inv_temp": ("attention",),
-               "delta": ("phase-retrieval", "sign-product")}
-SHAPE_DEFAULTS = {"depth": 2, "seq_len": 2, "skip": 1.0, "inv_temp": 1.0, "delta": 0.0}
-MAX_PRECISION = 200
+from ..core.cli_common import add_output, add_params, checked_grid, describe, emit
+from ..core.tasks import Param
+from ..core.validate import ParameterError
+from ..glm.se.sampling import design_record
+from . import params as P
+from . import registry
+from .model_file import EXAMPLE
+from .registry import sign_product  # noqa: F401 (public: the model of smi.md 13.4)
+
+MAX_PRECISION = P.MAX_PRECISION
+#: NUM of --skip-grid: each skip is a weak-recovery solve and a staircase search
+#: (seconds to minutes), so the phase diagram's grid is capped below MAX_GRID
+SKIP_GRID_NUM = Param.integer(low=1, high=200)
 
 DEFINITION = ("alpha_c = 1/lambda_max of the linearized SE at the trivial point (smi.md 8.1-8.2, "
               "Eqs. 15-16); staircase: the alpha at which the fixed point on the learned rows "
@@ -37,8 +40,8 @@ DEFINITION = ("alpha_c = 1/lambda_max of the linearized SE at the trivial point 
               "quadrature, batch means for randomized QMC / Monte Carlo).")
 
 THRESHOLD_HELP = (
-    "Weak-recovery and grand-staircase thresholds from the linearized state evolution of a "
-    "model declared in SymPy: attention (--depth --seq-len --skip --inv-temp; the weak "
+    "Weak-recovery and grand-staircase thresholds (Troiani et al., arXiv:2502.00901; smi.md "
+    "7-8) from the linearized state evolution of a model declared in SymPy: attention (--depth --seq-len --skip --inv-temp; the weak "
     "threshold and, for two layers, the staircase row; from depth 3 every threshold of the "
     "grand staircase on the SE), phase-retrieval (y = z^2 + "
     "sqrt(delta) xi), outer-product (y = z z^T), sign-product (y = sign(z1 z2) + sqrt(delta) "
@@ -50,7 +53,8 @@ THRESHOLD_COLUMNS = (
     "agree; nan otherwise), subspace (the learnable directions, unit vectors separated by ';'), "
     "seconds.")
 DIAGRAM_HELP = (
-    "Phase diagram of the two-layer tied softmax attention (r = 1): alpha_1(c) and alpha_2(c) "
+    "Phase diagram of the two-layer tied softmax attention (r = 1; Troiani et al., "
+    "arXiv:2502.00901): alpha_1(c) and alpha_2(c) "
     "over a geometric grid of skip strengths c, with the bound 1/(M(M+1)); --plot overlays "
     "the published alpha_critical.csv points (smi.md 10.4).")
 DIAGRAM_COLUMNS = (
@@ -62,41 +66,15 @@ DIAGRAM_COLUMNS = (
 PUBLISHED = "alpha_critical.csv"
 
 
-def sign_product():
-    """``y = sign(z1 z2)`` (P = 2, M = 1; smi.md 13.4): ``alpha_c = pi^2/4``."""
-    import sympy as sp
-
-    from ..glm.factors.multi_index import MultiIndexModel
-
-    Z = sp.Matrix(2, 1, lambda a, m: sp.Symbol(f"z{a}_{m}", real=True))
-    return MultiIndexModel("sign_product", Z, sp.Matrix([[sp.sign(Z[0, 0] * Z[1, 0])]]),
-                           description="y = sign(z1 z2)")
-
-
 def build_threshold_model(args):
     """``(model, noise_variance)`` from the command-line options; options that do not
-    apply to the chosen model are refused by name."""
-    from .cli import shape_options
-
-    name, v = shape_options(args, MODEL_SHAPE, SHAPE_DEFAULTS, file_allows=("delta",))
-    if name is None:
-        from .model_file import load_model
-
-        return load_model(args.model_file), (args.delta or None)
-    if name == "attention":
-        from .attention import deep_attention
-
-        return deep_attention(v["depth"], v["seq_len"], 1, v["skip"], v["inv_temp"],
-                              "softmax"), None
-    if name == "outer-product":
-        from .closed_form import outer_product
-
-        return outer_product(v["seq_len"]), None
-    if name == "phase-retrieval":
-        from .closed_form import outer_product
-
-        return outer_product(1), (v["delta"] or None)
-    return sign_product(), (v["delta"] or None)
+    apply to the chosen model are refused by name (:mod:`symtheory.smi.registry`)."""
+    model = registry.model_from_args(args, "threshold", P.SHAPE_DEFAULTS, file_allows=("delta",),
+                                     channel=False)
+    name = None if args.model_file is not None else (args.model or "attention")
+    if name in ("attention", "outer-product"):
+        return model, None
+    return model, (args.delta or None)
 
 
 def _subspace_label(G):
@@ -114,7 +92,7 @@ def cmd_threshold(args) -> int:
                              "0) and outer-product (and model files with such links); the "
                              "attention expectation is computed in float64")
     attention = (args.model or "attention") == "attention" and args.model_file is None
-    depth = args.depth if args.depth is not None else SHAPE_DEFAULTS["depth"]
+    depth = args.depth if args.depth is not None else P.DEPTH.default
     if args.grand_staircase and (args.weak_only or precision is not None
                                  or args.target_error is not None):
         raise ParameterError("--grand-staircase is a Monte-Carlo computation on the SE: "
@@ -134,6 +112,12 @@ def cmd_threshold(args) -> int:
     if want_stair and depth != 2:
         raise ParameterError("--depth must be 2 for the staircase row (smi.md 8.4); give "
                              "--weak-only for other depths")
+    if attention and (args.seq_len or 2) != 2:
+        # the threshold needs a noiseless channel, which softmax attention has through its
+        # deterministic reduction (smi.md 9-10) at M = 2 only
+        raise ParameterError(f"--seq-len must be 2 for --model attention, got {args.seq_len}: "
+                             "its noiseless channel (the reduction of smi.md 9-10) exists at "
+                             "M = 2 only; --model outer-product takes --seq-len in [1, 6]")
     model, noise = build_threshold_model(args)
     if grand:
         return _grand_staircase(model, noise, args)
@@ -324,12 +308,8 @@ def plot_phase_diagram(table, path):
 
 
 def _skip_grid(args):
+    """The geometric grid of --skip-grid START STOP NUM (checked while parsing)."""
     start, stop, num = args.skip_grid
-    from ..core import validate
-
-    start = validate.real("--skip-grid START", start, low=0.0, low_open=True)
-    stop = validate.real("--skip-grid STOP", stop, low=0.0, low_open=True)
-    num = validate.integer("--skip-grid NUM", num, low=1, high=200)
     if num == 1:
         return [start]
     import numpy as np
@@ -338,6 +318,9 @@ def _skip_grid(args):
 
 
 def cmd_phase_diagram(args) -> int:
+    if args.seq_len != 2:
+        raise ParameterError(f"--seq-len must be 2 for the phase diagram, got {args.seq_len} "
+                             "(the two-layer reduction of smi.md 10)")
     skips = _skip_grid(args)
     import sys
 
@@ -361,30 +344,27 @@ def cmd_phase_diagram(args) -> int:
     return emit(Table(cols, meta), args, "smi_phase_diagram", plot=plot_phase_diagram)
 
 
-def _add_numerics(p, target_error=None) -> None:
-    p.add_argument("--target-error", type=real_arg("--target-error", low=0.0, low_open=True),
-                   default=target_error,
-                   help="absolute error wanted on the weak-recovery alpha (observation grid, "
-                        "attention): the grid starts at --outer-nodes and doubles (up to 400 "
-                        "per axis) until its error estimate is below it, in (0, inf) "
-                        f"(default {target_error if target_error else 'none: one grid'})")
-    p.add_argument("--outer-nodes", type=int_arg("--outer-nodes", low=4, high=400), default=48,
-                   help="observation-grid nodes per axis (attention), an integer in [4, 400] "
-                        "(default 48)")
-    p.add_argument("--quadrature-nodes", type=int_arg("--quadrature-nodes", low=4, high=200),
-                   default=40, help="Gauss-Hermite nodes per axis over the integrated indices, "
-                                    "an integer in [4, 200] (default 40)")
-    p.add_argument("--weak-only", action="store_true", help="skip the staircase (attention)")
-    p.add_argument("--staircase-samples", type=int_arg("--staircase-samples", low=64,
-                                                      high=10 ** 7),
-                   default=4096, help="frozen samples of the staircase map (randomized QMC; the "
-                                      "grand staircase's design: --sampling), an integer "
-                                      ">= 64 (default 4096)")
-    add_seed(p, help="random seed of the staircase samples, an integer >= 0")
+class _SkipGrid(argparse.Action):
+    """``START STOP NUM`` of --skip-grid: START, STOP in the range of --skip, NUM in
+    [1, 200] (:data:`SKIP_GRID_NUM`)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            start, stop, _ = checked_grid("--skip-grid", P.SKIP, *values[:2], 1)
+            num = SKIP_GRID_NUM.check("--skip-grid NUM", values[2])
+        except ParameterError as exc:
+            raise argparse.ArgumentError(self, str(exc)) from None
+        setattr(namespace, self.dest, (start, stop, num))
+
+
+NUMERICS = ("target_error", "outer_nodes", "quadrature_nodes", "weak_only", "staircase_samples",
+            "seed")
 
 
 def register_threshold(smi_subparsers) -> None:
     """Add ``symtheory smi threshold`` and ``symtheory smi phase-diagram``."""
+    from .common_cli import add_model_options
+
     p = smi_subparsers.add_parser(
         "threshold", help="weak-recovery and grand-staircase thresholds (linearized SE)",
         description=describe(THRESHOLD_HELP, DEFINITION, THRESHOLD_COLUMNS,
@@ -392,44 +372,13 @@ def register_threshold(smi_subparsers) -> None:
                              "noiseless links need a DeterministicReduction, smi.md 9) or "
                              "`build_model()`; --delta adds Gaussian output noise. Example "
                              "(phase retrieval, alpha_c = 1/2):", example=EXAMPLE))
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--model", choices=MODELS, default=None,
-                   help="a shipped model (default attention)")
-    g.add_argument("--model-file", metavar="PATH",
-                   help="a Python file defining `model` (a MultiIndexModel) or `build_model()`"
-                        " (as for `smi se`)")
-    p.add_argument("--depth", type=int_arg("--depth", low=1), default=None,
-                   help="attention layers L, an integer >= 1 (default 2)")
-    p.add_argument("--seq-len", type=int_arg("--seq-len", low=1, high=6), default=None,
-                   help="tokens per sequence M, an integer in [1, 6] (default 2)")
-    p.add_argument("--skip", type=real_arg("--skip", low=0.0, low_open=True), default=None,
-                   help="skip strength c, in (0, inf) (default 1)")
-    p.add_argument("--inv-temp", type=real_arg("--inv-temp", low=0.0, low_open=True),
-                   default=None, help="softmax inverse temperature, in (0, inf) (default 1)")
-    p.add_argument("--delta", type=real_arg("--delta", low=0.0), default=None,
-                   help="Gaussian output-noise variance, in [0, inf) (phase-retrieval, "
-                        "sign-product, model files; default 0)")
-    p.add_argument("--precision", type=int_arg("--precision", low=1, high=MAX_PRECISION),
-                   metavar="DIGITS", default=None,
-                   help=f"alpha to DIGITS significant digits with mpmath, confirmed by a run at "
-                        f"2 DIGITS (digits_confirmed), an integer in [1, {MAX_PRECISION}]")
-    _add_numerics(p)
-    p.add_argument("--grand-staircase", action="store_true",
-                   help="every threshold of the grand staircase from the SE itself "
-                        "(glm/grand_staircase.py: rows not learned pinned at 0, averages over "
-                        "--staircase-samples frozen samples; extra columns rows_learned_before, "
-                        "rows_learned_at (row a = layer a + 1), converged, se_check: the SE "
-                        "order check's verdict, confirmed / inconclusive within its sampling "
-                        "noise / contradicted); the default for "
-                        "attention at depth >= 3 without --weak-only")
-    p.add_argument("--alpha-continuation", choices=("auto", "always", "never"), default="auto",
-                   help="--grand-staircase: find a stage's threshold by SE solves in alpha on "
-                        "the SE's stable branch (about 10 solves) where the fast overlap-space "
-                        "root is not a stable fixed point (auto), at every stage after the "
-                        "first (always), or never (the stage is then flagged not converged)")
-    add_sampling_option(p, applies_to="--grand-staircase; the two-layer staircase "
-                           "always uses its own randomized-QMC batch means",
-                        given_only=True)
+    add_model_options(p, P.THRESHOLD,
+                      file_help="a Python file defining `model` (a MultiIndexModel) or "
+                                "`build_model()` (as for `smi se`)", channel=())
+    add_params(p, {k: P.THRESHOLD[k] for k in ("precision", *NUMERICS,
+                                                "grand_staircase", "alpha_continuation",
+                                                "sampling")},
+               unset=("sampling",))
     add_output(p)
     p.set_defaults(func=cmd_threshold)
 
@@ -437,10 +386,10 @@ def register_threshold(smi_subparsers) -> None:
         "phase-diagram", help="alpha_1(c), alpha_2(c) of two-layer softmax attention",
         description=describe(DIAGRAM_HELP, DEFINITION, DIAGRAM_COLUMNS))
     d.add_argument("--skip-grid", nargs=3, metavar=("START", "STOP", "NUM"), required=True,
+                   action=_SkipGrid,
                    help="NUM skip strengths from START to STOP (geometric), START, STOP in "
-                        "(0, inf), NUM an integer in [1, 200]")
-    d.add_argument("--seq-len", type=int_arg("--seq-len", low=2, high=2), default=2,
-                   help="tokens per sequence M (2: the reduction of smi.md 10)")
-    _add_numerics(d, target_error=1e-4)
+                        f"{P.SKIP.interval()}, NUM an integer in [1, {SKIP_GRID_NUM.high}] (each "
+                        "point is a weak-recovery solve and a staircase search)")
+    add_params(d, P.PHASE_DIAGRAM)
     add_output(d, plot="alpha_1, alpha_2 vs c with the bound and the published points")
     d.set_defaults(func=cmd_phase_diagram)
