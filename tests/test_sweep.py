@@ -85,6 +85,15 @@ BAD_SPECS = [
     ("computation = 'bsr.gamp'\nd = 2\nbeta = 1.0\nrho = 0.1\nalpha = 0.2\nseed = 0", "run[0]",
      "rank 0"),
     ("computation = 'smi.se_point'\nalpha = 0.3\nmodel = 'mlp'", "run[0].model", "'attention'"),
+    # grids are capped as --alpha-grid NUM is: 10000 values an axis
+    ("computation = 'bsr.theory_point'\nalpha = { linspace = [0, 1, 1000000000] }\nbeta = 1.0\n"
+     "rho = 0.5", "run[0].alpha.linspace num", "an integer in [1, 10000], got 1000000000"),
+    ("computation = 'bsr.theory_point'\nalpha = { geomspace = [0.1, 1, 10001] }\nbeta = 1.0\n"
+     "rho = 0.5", "run[0].alpha.geomspace num", "[1, 10000]"),
+    ("computation = 'bsr.gamp'\nd = 30\nbeta = 1.0\nrho = 0.5\nalpha = 0.2\n"
+     "seed = { range = [0, 1000000000] }", "run[0].seed.range", "at most 10000"),
+    ("computation = 'bsr.theory_point'\nalpha = { linspace = [0, 1, 10000] }\n"
+     "beta = { linspace = [1, 2, 10000] }\nrho = 0.5", "run[0]", "at most 1000000 points"),
     # one bound per parameter: the command line's (smi se --seq-len, --depth, --alpha)
     ("computation = 'smi.se_point'\nalpha = 0.3\nseq_len = 7", "run[0].seq_len",
      "an integer in [1, 6], got 7"),
@@ -106,6 +115,19 @@ def test_bad_spec_rejected_naming_key_and_range(body, key, valid, tmp_path):
     with pytest.raises(ParameterError) as err:
         load_spec(spec)
     assert key in str(err.value) and valid in str(err.value), str(err.value)
+
+
+def test_huge_grid_is_refused_at_once(tmp_path):
+    """The 1e9-point linspace is refused before anything is allocated, as --alpha-grid is."""
+    import time
+
+    spec = tmp_path / "big.toml"
+    spec.write_text("[[run]]\ncomputation = 'bsr.theory_point'\n"
+                    "alpha = { linspace = [0, 1, 1000000000] }\nbeta = 1.0\nrho = 0.5\n")
+    t0 = time.perf_counter()
+    with pytest.raises(ParameterError, match=r"num must be an integer in \[1, 10000\]"):
+        load_spec(spec)
+    assert time.perf_counter() - t0 < 2
 
 
 def test_se_point_refuses_samples_that_do_not_fit(monkeypatch):

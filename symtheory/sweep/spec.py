@@ -25,8 +25,11 @@
 
 Every grid point is one task.  :func:`load_spec` validates everything before anything
 runs -- unknown keys, unknown computations or parameters, values outside their valid
-range, empty grids -- and raises :class:`~symtheory.core.validate.ParameterError` naming
-the key (``run[1].alpha``) and the valid values.
+range (the computation's schema: the same :class:`~symtheory.core.tasks.Param` as the
+command-line option), empty grids, an axis of more than ``MAX_GRID`` (10,000) values (the
+cap of ``--alpha-grid NUM``), a spec of more than ``MAX_POINTS`` points -- and raises
+:class:`~symtheory.core.validate.ParameterError` naming the key (``run[1].alpha``) and
+the valid values.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.tasks import GRID_NUM, MAX_GRID, MAX_POINTS
 from ..core.validate import ParameterError
 
 TOP_KEYS = ("name", "store", "description", "run")
@@ -94,6 +98,9 @@ def _axis(where: str, value) -> list:
     if isinstance(value, list):
         if not value:
             raise ParameterError(f"{where}: empty grid (an empty list of values)")
+        if len(value) > MAX_GRID:
+            raise ParameterError(f"{where}: a list of {len(value)} values; a grid axis takes at "
+                                 f"most {MAX_GRID} (as --alpha-grid NUM)")
         return value
     if not isinstance(value, dict):
         return [value]
@@ -109,26 +116,33 @@ def _axis(where: str, value) -> list:
                                  f"(integers), got {args!r}")
         if len(args) == 3 and args[2] == 0:
             raise ParameterError(f"{where}.range step must be a nonzero integer, got 0")
-        values = list(range(*args))
+        values = range(*args)
         if not values:
             raise ParameterError(f"{where}: empty grid (range{tuple(args)} has no values)")
-        return values
+        if len(values) > MAX_GRID:
+            raise ParameterError(f"{where}.range{tuple(args)} has {len(values)} values; a grid "
+                                 f"axis takes at most {MAX_GRID} (as --alpha-grid NUM)")
+        return list(values)
     if not (isinstance(args, list) and len(args) == 3):
         raise ParameterError(f"{where}.{form} must be [start, stop, num], got {args!r}")
     start, stop, num = args
     for name, v in (("start", start), ("stop", stop)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise ParameterError(f"{where}.{form} {name} must be a finite number, got {v!r}")
-    if isinstance(num, bool) or not isinstance(num, int) or num < 1:
-        raise ParameterError(f"{where}.{form} num must be an integer >= 1, got {num!r}"
-                             + (" (empty grid)" if num == 0 else ""))
+    if isinstance(num, bool) or not isinstance(num, int):
+        raise ParameterError(f"{where}.{form} num must be an integer in [1, {MAX_GRID}], got "
+                             f"{num!r}")
+    if num == 0:
+        raise ParameterError(f"{where}.{form} num must be an integer in [1, {MAX_GRID}], got 0 "
+                             "(empty grid)")
+    GRID_NUM.check(f"{where}.{form} num", num)
     if form == "geomspace" and (start <= 0 or stop <= 0):
         raise ParameterError(f"{where}.geomspace start and stop must be > 0, got {start}, {stop}")
     fun = np.linspace if form == "linspace" else np.geomspace
     return [float(v) for v in fun(start, stop, num)]
 
 
-def _expand(where: str, grid: dict, zips) -> list:
+def _expand(where: str, grid: dict, zips, budget: int = MAX_POINTS) -> list:
     """Grid points of one block: zipped groups, then the product of all axes."""
     axes = {k: _axis(f"{where}.{k}", v) for k, v in grid.items()}
     groups, grouped = [], set()
@@ -156,6 +170,10 @@ def _expand(where: str, grid: dict, zips) -> list:
         if names not in placed:
             placed.add(names)
             factors.append((names, list(zip(*(axes[n] for n in names)))))
+    total = math.prod(len(vals) for _, vals in factors)
+    if total > budget:
+        raise ParameterError(f"{where}: the grid has {total} points (the product of its axes); "
+                             f"a spec takes at most {MAX_POINTS} points in all")
     points = []
     for combo in itertools.product(*(vals for _, vals in factors)):
         p = {}
@@ -181,6 +199,7 @@ def build_spec(data: dict, *, path: Path | None = None, store=None) -> Spec:
         raise ParameterError("run: a spec needs at least one [[run]] block naming a computation")
     registry = discover()
     blocks, labels = [], set()
+    n_points = 0
     for i, block in enumerate(runs):
         where = f"run[{i}]"
         if not isinstance(block, dict):
@@ -206,10 +225,11 @@ def build_spec(data: dict, *, path: Path | None = None, store=None) -> Spec:
                     f"{where}.{k}: unknown parameter of {name}; valid parameters: "
                     + "; ".join(f"{n} ({p.describe()})" for n, p in comp.params.items()))
         points = []
-        for raw in _expand(where, grid, block.get("zip")):
+        for raw in _expand(where, grid, block.get("zip"), MAX_POINTS - n_points):
             params = comp.validate(raw, where)
             points.append(Point(name, params, point_key(name, params), label))
         blocks.append(Block(label, name, points))
+        n_points += len(points)
     spec_name = data.get("name") or (path.stem if path is not None else None)
     if not isinstance(spec_name, str) or not spec_name:
         raise ParameterError("name: give the sweep a name (a string)")
