@@ -111,20 +111,21 @@ RHO_INFINITY_COLUMNS = (
     "alpha_tilde)): alpha, mmse (a string of DIGITS digits with --precision, then "
     "digits_confirmed), gen_error, gen_error_stderr (identity link: exact and finite; "
     "softmax: not computed at rho = inf -- its indices have infinite variance -- so "
-    "--no-gen-error is required), alpha_tilde, alpha_pr, method.  q = 1 + rho - mmse diverges "
-    "and is not reported.")
+    "--no-gen-error is required), alpha_tilde, alpha_pr, method (the closed form; exact: "
+    "nothing learned at alpha = 0, perfect recovery from alpha_pr when delta = 0).  q = 1 + "
+    "rho - mmse diverges and is not reported.")
 
 
 def cmd_rho_infinity(args) -> int:
     """``--rho inf``: the closed-form rho -> infinity line (aim.md 4.2), without the
     diverging overlap q; the softmax test error is refused rather than printed as NaN."""
-    from ..core.table import Table
-    from .theory import alpha_pr, alpha_tilde, bo_point, gen_error
-
     if args.gen_error and args.link != "identity":
         raise ParameterError(f"--rho inf: the {args.link} test error is not computed at rho = "
                              "inf (its indices h have infinite variance); give --no-gen-error "
                              "for the mmse line, or a finite --rho")
+    from ..core.table import Table
+    from .theory import alpha_pr, alpha_tilde, bo_point, gen_error, solve_mse
+
     alphas = alphas_from_args(args)
     cols = ["alpha", "mmse", "gen_error", "gen_error_stderr", "alpha_tilde", "alpha_pr", "method"]
     if args.precision is not None:
@@ -139,7 +140,8 @@ def cmd_rho_infinity(args) -> int:
                 "digits_confirmed": pt.digits_confirmed, "gen_error": ge[0],
                 "gen_error_stderr": ge[1], "alpha_tilde": alpha_tilde(a, args.seq_len, args.link),
                 "alpha_pr": alpha_pr(math.inf, args.seq_len, args.link),
-                "method": "closed form (aim.md 4.2)" if a > 0 else "exact (alpha = 0)"}
+                "method": _rho_infinity_method(solve_mse(a, math.inf, args.seq_len, args.link,
+                                                         args.delta))}
         for k in cols:
             rows[k].append(vals[k])
     meta = {"model": "aim", "limit": "rho -> infinity at fixed alpha = n/d^2 (aim.md 4.2): "
@@ -148,6 +150,13 @@ def cmd_rho_infinity(args) -> int:
             "delta": args.delta, "precision": args.precision, "normalization": NORMALIZATION}
     return emit(Table(rows, meta), args,
                 f"aim_bo_T{args.seq_len}_{args.link}_rhoinf_delta{args.delta:g}", _plot)
+
+
+def _rho_infinity_method(res) -> str:
+    """How the solver got a point of the rho = inf line: the closed form, or exactly
+    (nothing learned at alpha = 0, perfect recovery at alpha >= alpha_PR)."""
+    return "closed form (aim.md 4.2)" if res.method == "closed form" else \
+        f"{res.method}: {res.message}"
 
 
 def _plot(table, path) -> None:

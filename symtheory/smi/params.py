@@ -26,8 +26,9 @@ DEPTH = Param.integer(
         "depth 3 is the deepest checked against the paper's reference (smi.md 8.4)")
 SEQ_LEN = Param.integer(
     low=1, high=6, default=2, doc="tokens per sequence M",
-    why="the link is derived symbolically in M x M entries, its size growing steeply with M "
-        "for softmax attention")
+    why="one bound for every SMI model and task: softmax attention's link is derived "
+        "symbolically in M x M entries, its size growing steeply with M (minutes from M = 5 "
+        "at depth 2)")
 SKIP = Param.real(low=0, low_open=True, default=1.0,
                   doc="skip (residual) strength c (attention models)")
 INV_TEMP = Param.real(low=0, low_open=True, default=1.0,
