@@ -329,7 +329,7 @@ def test_checks_fail_on_a_perturbed_kernel(gaussian):
 
 
 def test_prior_overlap_check():
-    from symtheory.glm.factors.priors import GaussianPrior
+    from symtheory.glm.factors.gaussian_prior import GaussianPrior
 
     prior = GaussianPrior()
     res = checks.check_prior_overlap(prior, qhats=(0.2, 4.0))

@@ -38,7 +38,7 @@ import sympy as sp
 
 from ..core import freeprob, functionals
 from ..core.derive import cached_derivation
-from ..glm.factors import linear_rank, priors, spectral_priors
+from ..glm.factors import gaussian_prior, linear_rank, spectral_priors
 
 t, D = sp.symbols("t D", positive=True)
 rho = sp.Symbol("rho", positive=True)
@@ -258,7 +258,7 @@ def low_rank():
 
 
 # ----------------------------------------------------------------------- errors
-@cached_derivation(priors)
+@cached_derivation(gaussian_prior)
 def gen_error_identity(seq_len: int):
     """Bayes test error of the identity link (aim.md 3.8): ``sum_ab Var[h_ab(omega +
     sqrt(V) xi)]`` over ``xi ~ N(0, I_K)`` (``V`` includes the output noise ``s2``), by
@@ -267,7 +267,7 @@ def gen_error_identity(seq_len: int):
     xi = sp.symbols(f"xi0:{len(u)}", real=True)
     shifted = [o.subs({uk: uk + sp.sqrt(V) * x for uk, x in zip(u, xi)}, simultaneous=True)
                for o in out]
-    total = sum(priors.gaussian_expectation((o - o.subs({x: 0 for x in xi})) ** 2, *xi)
+    total = sum(gaussian_prior.gaussian_expectation((o - o.subs({x: 0 for x in xi})) ** 2, *xi)
                 for o in shifted)
     return sp.factor(sp.expand(total))
 

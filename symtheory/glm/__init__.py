@@ -29,7 +29,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
     __name__,
     submodules=["factors", "integrate", "checks", "se", "thresholds", "gamp"],
     submod_attrs={
-        "factors.priors": ["GaussianPrior"],
+        "factors.gaussian_prior": ["GaussianPrior"],
         "factors.scalar": ["ScalarChannel", "likelihood_channel", "threshold_channel",
                            "sign_channel", "gaussian_noise_channel"],
         "checks.scalar": ["ChannelCheckError"],

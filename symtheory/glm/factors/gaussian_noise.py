@@ -21,6 +21,7 @@ from ...core.validate import ParameterError
 from ..integrate.laplace_qmc import TEMPLATE as _MIXTURE_TEMPLATE
 from ..integrate.laplace_qmc import LaplaceQMCRule, by_point_set, flip_patterns, rqmc_levels
 from ..integrate.link_structure import NotApplicable, affine_split, breakpoints, discrete_structure
+from ..integrate.moments import Moments
 from .discrete import _OrthantChannel
 from .multi_index import _random_check
 
@@ -173,7 +174,7 @@ class GaussianNoiseChannel(_OrthantChannel):
                       f"{rule.gauss_legendre} on the whitened box, panels doubled to rtol")
             tol = rule.rtol
         self._record(method, tol, err)
-        return logZ, mean.reshape(n, self.P, self.M), cov
+        return Moments.from_posterior(logZ, mean, cov, omega, V)
 
     def _tensor_pass(self, rule, S_RR, common, nodes=None):
         """One pass of the generated driver over the nodes ``(t, w)`` of ``E f(t)``,

@@ -26,7 +26,7 @@ normalization, Nishimori, tower) and measures its float64 accuracy against mpmat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable
 
 import numpy as np
 import sympy as sp
@@ -36,28 +36,8 @@ from ...core.codegen import Kernel
 from ...core.derive import cached_derivation
 from ...core.validate import ParameterError
 from ...core.validate import real as _real
-
-
-@runtime_checkable
-class Channel(Protocol):
-    """What GAMP, state evolution and the checks need from a scalar output channel.
-
-    ``log_partition(y, omega, V, *params)`` is ``log Z_out``; ``gout`` returns
-    ``(g_out, dg_out)``; ``sample(z, rng, *params)`` draws ``y ~ P_out(. | z)``;
-    ``accuracy`` is the worst float64 error of the evaluation measured against mpmath
-    at declaration (relative for ``g_out``, ``dg_out`` and ``log Z_out``, the last with
-    floor 1; see :func:`symtheory.glm.checks.scalar.measure_accuracy`).
-    """
-
-    name: str
-    params: tuple
-    accuracy: float
-
-    def log_partition(self, y, omega, V, *params) -> np.ndarray: ...
-
-    def gout(self, y, omega, V, *params) -> tuple[np.ndarray, np.ndarray]: ...
-
-    def sample(self, z, rng, *params) -> np.ndarray: ...
+from ..integrate.moments import Moments
+from .channel import Channel
 
 
 @dataclass(frozen=True)
@@ -124,7 +104,7 @@ def _differentiate(expr, omega):
     return stable.stabilize(sp.diff(expr, omega))
 
 
-class ScalarChannel:
+class ScalarChannel(Channel):
     """GLM output channel from ``log Z_out(y; omega, V, *params)`` (see module docstring).
 
     Parameters
@@ -206,10 +186,28 @@ class ScalarChannel:
         """``log Z_out(y; omega, V)`` arrays (broadcast over ``y, omega``)."""
         return self._evaluate(y, omega, V, params)[..., 0]
 
-    def gout(self, y, omega, V, *params):
-        """``(g_out, dg_out)`` arrays for samples ``y, omega`` at variance ``V``."""
+    def moments(self, y, omega, V, *params) -> Moments:
+        """Posterior moments from the derived ``g_out`` and ``dg_out`` (Tweedie:
+        ``E[z|y] - omega = V g_out``, ``Cov(z|y) - V = V^2 dg_out``).
+
+        ``V`` a scalar: ``y`` and ``omega`` broadcast elementwise (scalar layout).
+        ``V`` a ``1 x 1`` matrix: the multi-index layout with ``P = M = 1``, ``omega``
+        of shape ``(n, 1, 1)`` (or any shape holding ``n`` values) and ``y`` holding
+        ``n`` values."""
+        if np.ndim(V) == 2:
+            V = np.asarray(V, dtype=float)
+            if V.shape != (1, 1):
+                raise ParameterError(f"a scalar channel takes V as a number or a 1 x 1 matrix, "
+                                     f"got shape {V.shape}")
+            omega = np.asarray(omega, dtype=float).reshape(-1, 1, 1)
+            y = np.asarray(y, dtype=float).reshape(omega.shape)
+            out = self._evaluate(y, omega, V[0, 0], params)
+            v = float(V[0, 0])
+            return Moments(out[:, 0, 0, 0], v * out[..., 1], v * (v * out[..., 2]), omega, V)
         out = self._evaluate(y, omega, V, params)
-        return out[..., 1], out[..., 2]
+        v = float(V)
+        return Moments(out[..., 0], v * out[..., 1], v * (v * out[..., 2]),
+                       np.broadcast_to(np.asarray(omega, dtype=float), out.shape[:-1]), v)
 
     def sample(self, z, rng, *params):
         """``y ~ P_out(. | z)`` for an array ``z`` (``rng`` a NumPy Generator)."""

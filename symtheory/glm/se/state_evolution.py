@@ -6,7 +6,7 @@
 
 For the Gaussian prior N(0, I_P) ``F_prior`` is the matrix function of the scalar
 overlap map ``qhat/(1 + qhat)`` *derived* from the prior's log-partition
-(:func:`symtheory.glm.factors.priors.gaussian_overlap_map`): the prior is rotation invariant,
+(:func:`symtheory.glm.factors.gaussian_prior.gaussian_overlap_map`): the prior is rotation invariant,
 so ``F(O diag(l) O^T) = O diag(F(l)) O^T`` (= ``Q_hat (I + Q_hat)^{-1}``).
 
 The expectation is an average over ``samples`` draws of ``(xi, eta, noise)`` drawn
@@ -58,7 +58,8 @@ from ...core.linalg import psd_sqrt
 from ...core.quadrature import TensorRule
 from ...core.solvers import ConvergenceWarning
 from ...core.validate import ParameterError
-from ..factors.priors import GaussianPrior
+from ..factors.gaussian_prior import GaussianPrior
+from ..integrate.moments import Moments
 from .sampling import DEFAULT_SAMPLES, DEFAULT_SCRAMBLES, tail_multiple
 
 #: nodes-per-axis factor of the finer rule the channel error of a reduced noiseless link
@@ -423,12 +424,12 @@ class StateEvolution:
         return y, omega, V, Z
 
     def posterior_moments(self, Q, *, include_jacobian=True):
-        """``(log Z_out (n,), E[Z|y] (n, P, M), Cov (n, PM, PM), omega, V)`` of the frozen
-        samples at ``Q``.  A reduced link is integrated in feature coordinates (module
+        """The posterior :class:`~symtheory.glm.integrate.moments.Moments` of the frozen
+        samples at ``Q`` (with their ``omega`` and ``V``).  A reduced link is integrated in feature coordinates (module
         docstring) with its tensor rule; the largest change against the rule with
         :data:`CHANNEL_ERROR_REFINEMENT` times the nodes per axis is kept in
         :attr:`channel_error` (the a-posteriori estimate of the error of the rule used, in
-        the units of :class:`~symtheory.glm.factors.channel.ChannelAccuracy`).
+        the units of :class:`~symtheory.glm.integrate.moments.ChannelAccuracy`).
         ``include_jacobian=False`` drops the observation-only Jacobian factor.
 
         The last result is kept: called again at the same ``Q`` with the same samples,
@@ -450,12 +451,12 @@ class StateEvolution:
         if self.features is None:
             y, omega, V, _ = self.sample_channel(Q)
             if include_jacobian or not hasattr(self.channel, "branches"):
-                logZ, mean, cov = self.channel.moments(y, omega, V)
+                moments = self.channel.moments(y, omega, V)
             else:
-                logZ, mean, cov = self.channel.moments(y, omega, V, include_jacobian=False)
+                moments = self.channel.moments(y, omega, V, include_jacobian=False)
             self.channel_error = self.channel.last_error
             self._scrambling_sums = getattr(self.channel, "last_scrambling_sums", None)
-            return logZ, mean, cov, omega, V
+            return moments
         from ...core._moments_nb import moment_change_batch
 
         _, omega, V, Z = self.sample_channel(Q)
@@ -470,28 +471,29 @@ class StateEvolution:
             # its scramblings); that random error is part of the per-sample spread, hence
             # of the sampling standard error of Q_hat
             ch = self.channel.configured(rule=self.feature_rule)
-            logZ, mean, cov = ch.branch_moments(Ebr, lw, valid, omega, V)
+            moments = ch.branch_moments(Ebr, lw, valid, omega, V)
             self._scrambling_sums = ch.last_scrambling_sums
             self.channel_error = (ch.last_accuracy.max_error if self.estimate_channel_error
                                   else None)
-            return logZ, mean, cov, omega, V
+            return moments
         starts = self._peak_starts(Z) if not isinstance(self.feature_rule, TensorRule) else None
         fine = rp.posterior(Ebr, lw, valid, omega, V, self.feature_rule, starts=starts)
         if not self.estimate_channel_error:
             self.channel_error = None
-            return fine[0], fine[1], fine[2], omega, V
+            return Moments.from_posterior(fine[0], fine[1], fine[2], omega, V)
         # against a finer rule, not a coarser one: the change to half the nodes measures
         # the coarse rule's error, e.g. 8.4 at skip 100, Q ~ rho, where GH 30 agrees with
         # a 1601^2 trapezoid to 5e-10 (measured)
         finer = rp.posterior(Ebr, lw, valid, omega, V,
                              self.feature_rule.refined(CHANNEL_ERROR_REFINEMENT), starts=starts)
-        self._refined_moments = (self._refined_key(Q), finer[1], finer[2], omega, V)
+        self._refined_moments = (self._refined_key(Q),
+                                 Moments.from_posterior(finer[0], finer[1], finer[2], omega, V))
         sd = np.sqrt(np.repeat(np.diag(V), self.model.M))
         n = len(Z)
         err = moment_change_batch(finer[0], finer[1].reshape(n, -1), finer[2], fine[0],
                                   fine[1].reshape(n, -1), fine[2], sd)
         self.channel_error = float(np.max(err)) if err.size else 0.0
-        return fine[0], fine[1], fine[2], omega, V
+        return Moments.from_posterior(fine[0], fine[1], fine[2], omega, V)
 
     def _peak_starts(self, Z):
         """Starts of the peak search of a :class:`~symtheory.glm.integrate.reduced_posterior.PeakTensorRule`
@@ -507,7 +509,7 @@ class StateEvolution:
         return np.ascontiguousarray(np.concatenate([u[:, None, :], u[:, None, :] * flips[None]],
                                                    axis=1))
 
-    def gout(self, Q):
+    def gout_at(self, Q):
         """``(g_out, dg_out)`` of the frozen samples at ``Q`` (smi.md Eq. 12); the last
         result is kept (a fixed point is evaluated again by its callers: the standard
         error, the staircase's instability)."""
@@ -523,15 +525,14 @@ class StateEvolution:
         return self._gout_all(Q)[2:]
 
     def _gout_all(self, Q):
-        from ..integrate.moments import gout_from_moments
-
         Q = self._check_Q(Q)
         key = (Q.tobytes(), self.samples, getattr(self, "feature_rule", None),
                getattr(self.channel, "rule", None), self.estimate_channel_error)
         if getattr(self, "_last_gout", (None,))[0] == key:
             return self._last_gout[1]
-        _, mean, cov, omega, V = self.posterior_moments(Q)
-        out = gout_from_moments(mean, cov, omega, V)
+        moments = self.posterior_moments(Q)
+        out = moments.gout()
+        omega, V = moments.omega, moments.V
         if self.estimator == "cross":
             from ..integrate.laplace_qmc import independent_half_means
 
@@ -554,7 +555,7 @@ class StateEvolution:
         reduced deep link's Laplace-RQMC rule under ``'square'``), where ``E(-dg)`` keeps
         the rule's ratio bias of second moments (not used for ``Q_hat``)."""
         alpha = self.alpha if alpha is None else alpha
-        g, dg = self.gout(Q)
+        g, dg = self.gout_at(Q)
         halves = self.gout_halves(Q) if self.estimator == "cross" else None
         Qhat, stderr, m_sq, m_tw = self._qhat_from_gout(g, dg, alpha, Q, halves)
         V = self.rho - self._check_Q(Q) + self.regularization * np.eye(self.model.P)
@@ -618,14 +619,12 @@ class StateEvolution:
         standard errors (:attr:`SEResult.channel_qhat_error`): reuses the refined
         moments of the last error-estimating pass at ``Q``; ``None`` if there is none
         (a randomized or non-reduced rule)."""
-        from ..integrate.moments import gout_from_moments
-
         Q = self._check_Q(Q)
         ref = getattr(self, "_refined_moments", None)
         if ref is None or ref[0] != self._refined_key(Q):
             return None
-        Qhat, stderr, _, _ = self._qhat_from_gout(*self.gout(Q), self.alpha, Q)
-        Qhat_ref, _, _, _ = self._qhat_from_gout(*gout_from_moments(*ref[1:]), self.alpha, Q)
+        Qhat, stderr, _, _ = self._qhat_from_gout(*self.gout_at(Q), self.alpha, Q)
+        Qhat_ref, _, _, _ = self._qhat_from_gout(*ref[1].gout(), self.alpha, Q)
         free = self.mask > 0
         diff = np.abs(Qhat - Qhat_ref)[free]
         if not diff.size or not np.any(diff > 0):
@@ -646,7 +645,7 @@ class StateEvolution:
         ``include_jacobian=False`` drops the y-only output Jacobian of deterministic
         channels: a Q-independent shift in expectation but a heavy-tailed one sample by
         sample, so derivatives in Q are far less noisy without it."""
-        logZ = self.posterior_moments(Q, include_jacobian=include_jacobian)[0]
+        logZ = self.posterior_moments(Q, include_jacobian=include_jacobian).log_partition
         if not np.all(np.isfinite(logZ)):
             raise FloatingPointError("log Z_out is not finite on some samples")
         mean, stderr = self.sample_mean_stderr(logZ)
@@ -1042,7 +1041,7 @@ class StateEvolution:
     def _prior_jacobian(self, Qhat):
         """``dF_prior/dQ_hat`` on the free entries (the directions of :meth:`_directions`):
         from the prior's derived derivative when it has one
-        (:meth:`~symtheory.glm.factors.priors.GaussianPrior.overlap_map_derivative`), else by
+        (:meth:`~symtheory.glm.factors.gaussian_prior.GaussianPrior.overlap_map_derivative`), else by
         differences inside ``Q_hat >= 0`` on relative steps: 1e-6 of the entry, up to
         1e-3 where ``Q_hat > 1e5``.  Next to perfect recovery ``Q_hat`` reaches 1e11 (skip
         100), where an absolute 1e-6 rounds away (the Jacobian was lost: Q_stderr NaN);

@@ -434,7 +434,8 @@ def _monte_carlo_operator(model, noise_variance, samples, seed, rule, batches=20
         y = model.g(Z).reshape(per_batch, -1)
         if noise_variance:
             y = y + math.sqrt(noise_variance) * rng.standard_normal(y.shape)
-        _, mean, cov = ch.moments(y, np.zeros((per_batch, P, M)), np.eye(P))
+        moments = ch.moments(y, np.zeros((per_batch, P, M)), np.eye(P))
+        mean, cov = moments.mean, moments.cov
         bad = ~(np.all(np.isfinite(cov.reshape(per_batch, -1)), axis=1))
         if bad.any():
             raise FloatingPointError(f"posterior moments not finite on {bad.sum()} samples "

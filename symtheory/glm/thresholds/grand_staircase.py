@@ -46,7 +46,7 @@ import numpy as np
 
 from ...core.solvers import find_root
 from ...core.validate import ParameterError
-from ..factors.priors import GaussianPrior
+from ..factors.gaussian_prior import GaussianPrior
 from ..se.state_evolution import StateEvolution
 from .operator import (
     ThresholdResult,
@@ -92,7 +92,7 @@ def subspace_instability(se: StateEvolution, Q, rows):
     ``se`` (which must hold those rows at 0)."""
     rows = list(rows)
     P = se.model.P
-    _, dg = se.gout(Q)
+    _, dg = se.gout_at(Q)
     J = dg[:, rows][:, :, :, rows].copy()
     # rows of different groups: flipping one pinned group alone (omega = 0 there, V block
     # diagonal) leaves the posterior invariant, so their cross-covariance vanishes sample
@@ -515,7 +515,7 @@ def _order_check(make, Q_star, vec, alpha_c, learned, nxt, checks, prior, *, lam
     Q = Q_star.copy()
     Q[idx] += start * vec[idx] / np.trace(vec[idx])
     per = [np.einsum("sam,sam->s", g[:, nx], g[:, nx]) for g in
-           (se.gout(Q)[0], se.gout(zeroed(Q))[0])]
+           (se.gout_at(Q)[0], se.gout_at(zeroed(Q))[0])]
     d = (per[0] - per[1]) / start
     slope, slope_se = float(d.mean()), float(se.sample_mean_stderr(d)[1])
     r = slope_se / abs(slope) if slope else math.inf

@@ -13,7 +13,7 @@ import numpy as np
 from ...core.quadrature import TensorRule
 from ...core.solvers import find_root
 from ...core.validate import ParameterError
-from ..factors.priors import GaussianPrior
+from ..factors.gaussian_prior import GaussianPrior
 from ..integrate.reduced_posterior import ReducedPosterior
 from .operator import (
     ThresholdResult,

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...core.quadrature import TensorRule
 from ...core.validate import ParameterError
-from ..factors.priors import GaussianPrior
+from ..factors.gaussian_prior import GaussianPrior
 from .expectations import _mp_operator, _scalar_operator_float, choose_method, linearized_operator
 from .operator import (
     ThresholdResult,

@@ -12,6 +12,7 @@ import numpy as np
 import sympy as sp
 
 from ...core.codegen import Kernel
+from .prior import Prior
 
 
 def gaussian_log_partition(b, A, variance=1):
@@ -53,7 +54,7 @@ def gaussian_overlap_map(qhat=None, variance=1):
     return sp.simplify(sp.factor(F))
 
 
-class GaussianPrior:
+class GaussianPrior(Prior):
     """Standard Gaussian prior N(0, I_P) on each weight column: ``rho = I``."""
 
     _kernel = None
