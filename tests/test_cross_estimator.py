@@ -135,7 +135,7 @@ def test_randomized_warm_up_ladder_and_its_fixed_point(attention, monkeypatch):
     fixed point a run without warm-up finds: two points of one map with residuals r1, r2
     are within (r1 + r2) / (1 - lambda) of each other (lambda: the Jacobian's spectral
     radius there), here doubled for the Jacobian's difference error."""
-    import symtheory.glm.se.state_evolution as se_module
+    import symtheory.glm.se.staged_solve as se_module
 
     monkeypatch.setattr(se_module, "WARMUP_MIN_SAMPLES", 16)
     seen = []
@@ -166,7 +166,7 @@ def test_randomized_stages_hand_over_the_jacobian_where_it_was_computed(attentio
     instead of drifting with the stages); deterministic rules never do.  What the engine
     does with it is tests/test_solvers.py's."""
     import symtheory.core.solvers as solvers
-    import symtheory.glm.se.state_evolution as se_module
+    import symtheory.glm.se.staged_solve as se_module
 
     monkeypatch.setattr(se_module, "WARMUP_MIN_SAMPLES", 16)
     calls = []

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..core import validate
 from ..core.codegen import Kernel, KernelSet
+from ..core.result import Result, alias
 from ..core.solvers import SolverResult
 from ..glm.factors.spectral_priors import SymmetricRIE
 from ..glm.factors.linear_rank import LinearRankChannel
@@ -216,25 +217,25 @@ def gen_error(mse, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *, sam
 
 # --------------------------------------------------------------------- fixed point
 @dataclass
-class AIMPoint:
-    """Bayes-optimal solution at one alpha (columns of :func:`bo_curve`)."""
+class AIMPoint(Result):
+    """Bayes-optimal solution at one alpha (columns of :func:`bo_curve`): ``value`` (also
+    ``mmse``) is ``(1/d)||S_hat - S||_F^2`` (1 at alpha = 0) and ``q = Q0 - mmse``; the
+    test error with its Monte-Carlo standard error; the solve's report."""
 
-    alpha: float
-    rho: float
-    seq_len: int
-    delta: float
-    mmse: float            # (1/d)||S_hat - S||_F^2, 1 at alpha = 0
-    q: float               # (1/d) Tr(S S_hat) = Q0 - mmse
-    gen_error: float
-    gen_error_stderr: float
-    alpha_tilde: float
-    alpha_pr: float
-    converged: bool
-    iterations: int
-    residual: float
+    alpha: float = math.nan
+    rho: float = math.nan
+    seq_len: int = 0
+    delta: float = 0.0
+    q: float = math.nan               # (1/d) Tr(S S_hat) = Q0 - mmse
+    gen_error: float = math.nan
+    gen_error_stderr: float = math.nan
+    alpha_tilde: float = math.nan
+    alpha_pr: float = math.nan
     mmse_str: str = ""
     q_str: str = ""
     digits_confirmed: float = float("nan")
+
+    mmse = alias("value", "(1/d)||S_hat - S||_F^2 at the fixed point.")
 
 
 def _spectral_engine(fisher, alpha, rho, name) -> ScalarSpectralSE:
@@ -324,9 +325,11 @@ def bo_point(alpha, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *,
     else:
         ge = gen_error(v, rho, seq_len, link, inv_temp, delta,
                        samples=validate.integer("gen_samples", gen_samples, low=2), seed=seed)
-    pt = AIMPoint(alpha, rho, seq_len, delta, v, Q0 - v, ge[0], ge[1],
-                  alpha_tilde(alpha, seq_len, link), alpha_pr(rho, seq_len, link),
-                  bool(res.converged), int(res.iterations), float(res.residual))
+    pt = AIMPoint(alpha=alpha, rho=rho, seq_len=seq_len, delta=delta, value=v, q=Q0 - v,
+                  gen_error=ge[0], gen_error_stderr=ge[1],
+                  alpha_tilde=alpha_tilde(alpha, seq_len, link), alpha_pr=alpha_pr(rho, seq_len, link),
+                  converged=bool(res.converged), iterations=int(res.iterations),
+                  residual=float(res.residual), method=res.method, message=res.message)
     if precision is not None:
         digits = validate.integer("precision", precision, low=1)
         if res.method == "closed form":
@@ -366,7 +369,7 @@ def bo_curve(alpha, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *,
             "alpha_tilde", "alpha_pr", "converged", "iterations", "residual"]
     if precision is not None:
         cols += ["mmse_str", "q_str", "digits_confirmed"]
-    data = {c: [asdict(p)[c] for p in pts] for c in cols}
+    data = {c: [getattr(p, c) for p in pts] for c in cols}
     import symtheory
 
     meta = {"model": "aim", "quantity": "Bayes-optimal MSE (1/d)||S_hat - S||_F^2 (aim.md 3.3), "

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...core.result import Result, alias
 from ...core.validate import ParameterError
 from ..integrate.reduced_posterior import ReducedPosterior
 
@@ -94,26 +95,25 @@ def top_eigen(A: np.ndarray, P: int):
 
 # ---------------------------------------------------------------------- result types
 @dataclass
-class ThresholdResult:
+class ThresholdResult(Result):
     """A threshold with its error estimate and how it was computed.
 
-    ``alpha`` (``0`` for a trivial subspace, ``inf`` if nothing is learnable),
-    ``error`` (estimated absolute error of ``alpha``), ``method``, ``subspace`` (PSD
-    ``P x P`` matrix spanning the learnable directions, unit Frobenius norm),
-    ``eigenvalue`` (``lambda_max`` of prior Jacobian o F), ``converged``, ``message``,
-    ``digits_confirmed`` (precision runs), ``details`` (resolutions, operator, ...)."""
+    ``value`` (also ``alpha``: ``0`` for a trivial subspace, ``inf`` if nothing is
+    learnable), ``error`` (estimated absolute error of ``alpha``), ``method``, ``kind``
+    (``weak``, ``staircase``), ``subspace`` (PSD ``P x P`` matrix spanning the learnable
+    directions, unit Frobenius norm), ``eigenvalue`` (``lambda_max`` of prior Jacobian o
+    F), ``converged``, ``message``, ``digits_confirmed`` (precision runs), ``details``
+    (resolutions, operator, ...)."""
 
-    kind: str
-    alpha: object
-    error: float
-    method: str
-    subspace: np.ndarray
-    eigenvalue: object
-    converged: bool
-    message: str
+    kind: str = ""
+    subspace: np.ndarray | None = None
+    eigenvalue: object = None
     digits_confirmed: float | None = None
     seconds: float = 0.0
     details: dict = field(default_factory=dict)
+    error_kind: str = field(default="estimate", kw_only=True)
+
+    alpha = alias("value", "The threshold.")
 
     def row(self):
         return {"kind": self.kind, "alpha": float(self.alpha), "error": float(self.error),

@@ -312,8 +312,9 @@ def staircase(model, *, learned_row=None, samples=4096, batches=8, seed=0, rule=
                "K_next": at["lam"], "alpha_at_q": at["alpha"]}
     G_full = np.zeros((model.P, model.P))
     G_full[np.ix_(smap.U, smap.U)] = at["subspace"]
-    return ThresholdResult("staircase", alpha_c, err,
-                           f"staircase (RQMC {smap.n} samples, {solve_rule.kind} "
+    return ThresholdResult(kind="staircase", value=alpha_c, error=err, error_kind="stderr",
+                           method=f"staircase (RQMC {smap.n} samples, {solve_rule.kind} "
                            f"{solve_rule.n}^{len(model.free_rows) * model.M} inner rule, "
-                           "Brent in q)", G_full, at["lam"], bool(root.converged and stable),
-                           msg, seconds=time.perf_counter() - t0, details=details)
+                           "Brent in q)", subspace=G_full, eigenvalue=at["lam"],
+                           converged=bool(root.converged and stable), message=msg,
+                           seconds=time.perf_counter() - t0, details=details)

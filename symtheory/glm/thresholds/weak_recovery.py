@@ -38,8 +38,8 @@ def _trivial_result(first, first_err, P, method, t0, details):
     G = (vec[:, keep] * lam[keep]) @ vec[:, keep].T
     G /= np.linalg.norm(G)
     return ThresholdResult(
-        "weak", 0.0, 0.0, method, G, math.inf, True,
-        f"trivial subspace: E_y sum_m E[z_m|y] E[z_m|y]^T has eigenvalue {lam[-1]:.6g} "
+        kind="weak", value=0.0, error=0.0, method=method, subspace=G, eigenvalue=math.inf,
+        converged=True, message=f"trivial subspace: E_y sum_m E[z_m|y] E[z_m|y]^T has eigenvalue {lam[-1]:.6g} "
         f"(numerical floor {first_err:.2g}), so E[Z|y] != 0 on a set of positive measure "
         "and its range is learnable at any alpha > 0 (smi.md 8.2 item 4)",
         seconds=time.perf_counter() - t0, details=details)
@@ -128,10 +128,11 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
                         "alpha_runs": alphas})
         if model.is_even:
             details["blocks"] = _block_constants(op.T, model)
-        return ThresholdResult("weak", 1.0 / lam, err, f"observation-grid ({op.details['outer']}, "
-                               f"inner {op.details['rule']})", G, lam, True,
-                               _subspace_message(G, model), seconds=time.perf_counter() - t0,
-                               details=details)
+        return ThresholdResult(
+            kind="weak", value=1.0 / lam, error=err,
+            method=f"observation-grid ({op.details['outer']}, inner {op.details['rule']})",
+            subspace=G, eigenvalue=lam, converged=True, message=_subspace_message(G, model),
+            seconds=time.perf_counter() - t0, details=details)
     if method == "cells":
         res = _weak_recovery_precision(model, method, noise_variance, 10, prior, t0)
         res.digits_confirmed = None
@@ -154,10 +155,11 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
         lam_err = float(per.std(ddof=1)) / math.sqrt(B)
         details.update({"operator": op.matrix, "spectrum": spectrum, "samples": op.details["samples"],
                         "batches": B, "lambda_stderr": lam_err})
-        return ThresholdResult("weak", 1.0 / lam, lam_err / lam ** 2,
-                               f"monte-carlo ({op.details['samples']} samples, {B} batch means)",
-                               G, lam, True, _subspace_message(G, model),
-                               seconds=time.perf_counter() - t0, details=details)
+        return ThresholdResult(
+            kind="weak", value=1.0 / lam, error=lam_err / lam ** 2, error_kind="stderr",
+            method=f"monte-carlo ({op.details['samples']} samples, {B} batch means)",
+            subspace=G, eigenvalue=lam, converged=True, message=_subspace_message(G, model),
+            seconds=time.perf_counter() - t0, details=details)
     raise ParameterError(f"unknown method {method!r}")
 
 
@@ -177,10 +179,11 @@ def _scalar_weak_recovery(model, noise_variance, prior, t0, level=6):
     lams = {lv: top_eigen(Jp @ operator_matrix(r[0]), 1)[0] for lv, r in runs.items()}
     lam, G, spectrum = top_eigen(Jp @ operator_matrix(T), 1)
     err = abs(1 / lams[level] - 1 / lams[level - 1]) + abs(1 - mass) / lam
-    return ThresholdResult("weak", 1.0 / lam, max(err, 1e-15 / lam),
-                           f"scalar-quadrature (float64 nested tanh-sinh, level {level})", G, lam,
-                           True, _subspace_message(G, model), seconds=time.perf_counter() - t0,
-                           details=details)
+    return ThresholdResult(
+        kind="weak", value=1.0 / lam, error=max(err, 1e-15 / lam),
+        method=f"scalar-quadrature (float64 nested tanh-sinh, level {level})", subspace=G,
+        eigenvalue=lam, converged=True, message=_subspace_message(G, model),
+        seconds=time.perf_counter() - t0, details=details)
 
 
 def _block_constants(T, model):
@@ -233,8 +236,10 @@ def _weak_recovery_precision(model, method, noise_variance, digits, prior, t0):
         agree = float(-mpmath.log10(diff / abs(a2))) if diff != 0 else float(2 * digits + guard)
         err = float(diff)
     details.update({"alpha_check": a2, "operator": operator_matrix(T), "spectrum": spectrum})
-    res = ThresholdResult("weak", a1, err, f"{method} (mpmath {digits + guard} digits)", G, lam,
-                          agree >= digits, _subspace_message(G, model),
+    res = ThresholdResult(kind="weak", value=a1, error=err,
+                          method=f"{method} (mpmath {digits + guard} digits)", subspace=G,
+                          eigenvalue=lam, converged=agree >= digits,
+                          message=_subspace_message(G, model),
                           digits_confirmed=min(agree, float(digits + guard)),
                           seconds=time.perf_counter() - t0, details=details)
     if model.is_even:
