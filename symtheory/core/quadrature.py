@@ -26,7 +26,7 @@ from .validate import ParameterError
 T_MAX = 4.0
 
 
-def _tanh_sinh_unit(level: int, only_new: bool):
+def tanh_sinh_unit(level: int, only_new: bool = False):
     """Level-``level`` nodes on ``[-1, 1]``: side (-1/+1: nearer end), distance to that
     end, unit-step weight (``int_{-1}^{1} f = 2**-level sum w f``)."""
     step = 2.0 ** (-level)
@@ -48,7 +48,7 @@ def tanh_sinh_nodes(a: float, b: float, level: int, only_new: bool = False):
     ``only_new`` (level >= 1) only the nodes absent from ``level - 1`` are returned.
     Nodes are sorted increasingly.
     """
-    side, gap, w = _tanh_sinh_unit(level, only_new)
+    side, gap, w = tanh_sinh_unit(level, only_new)
     h = 0.5 * (b - a)
     x = np.where(side < 0, a + h * gap, b - h * gap)
     return x, h * w
@@ -264,7 +264,7 @@ def tanh_sinh_unit_levels(max_level: int):
     ``a`` (``side < 0``) or ``b`` (``side > 0``) of ``[a, b]`` (no rounding onto an end);
     the level-``l`` rule is ``2**-l (b - a)/2 sum_{levels <= l} weight f``.
     """
-    parts = [_tanh_sinh_unit(level, True) for level in range(int(max_level) + 1)]
+    parts = [tanh_sinh_unit(level, True) for level in range(int(max_level) + 1)]
     offsets = np.cumsum([0] + [len(p[0]) for p in parts]).astype(np.int64)
     side, gap, weight = (np.concatenate([p[i] for p in parts]) for i in range(3))
     return gap, side, weight, offsets

@@ -1,6 +1,6 @@
 """Declaration check of multi-index channels against a brute-force quadrature.
 
-The raw integrand of smi.md Eq. 9 -- ``prod_m N(z_m; omega_m, V) P_out(y | Z)`` times
+The raw integrand of Eq. (9) of arXiv:2502.00901 -- ``prod_m N(z_m; omega_m, V) P_out(y | Z)`` times
 ``(1, Z - omega, (Z - omega)(Z - omega)^T)`` -- is integrated by
 ``scipy.integrate.cubature`` (Gauss-Kronrod 21 product rule with adaptive
 subdivision, vector-valued, ``rtol`` :data:`BRUTE_RTOL`) in coordinates

@@ -16,7 +16,8 @@ identity       what is compared                                               sc
                ``sp.diff``); without a likelihood ``mpmath.diff`` of          1/s2``
                ``log Z_out`` at 30 digits
 ``normalization``  ``sum_y Z_out`` or ``int Z_out dy`` (quadrature) vs 1       absolute
-``Nishimori``  ``E_y[g_out^2 + dg_out | omega] = 0`` (smi.md 3; it holds at  ``E g^2 +
+``Nishimori``  ``E_y[g_out^2 + dg_out | omega] = 0`` (Eq. (12) of arXiv:2502.00901; it holds
+at  ``E g^2 +
                every omega because ``int Z_out dy = 1``), omega ~ N(0, rho-V)  E |dg|``
 ``tower``      ``E_omega E_y E[z^2 | y, omega] = rho`` with                    ``rho``
                ``E[z^2|y] = (omega + V g)^2 + V + V^2 dg``, omega ~ N(0,

@@ -47,7 +47,7 @@ class DiscreteOutputChannel(_OrthantChannel):
     """Noiseless link with finitely many values on sign regions of linear forms
     (``sign(z1 z2)``, hardmax ``1{e1 > e2}``): ``Z_out(y) = P(Z in g^{-1}(y))``, a sum of
     Gaussian orthant probabilities (a probability mass: ``log Z_out <= 0``), posterior
-    moments of the truncated Gaussians (smi.md 3)."""
+    moments of the truncated Gaussians (Eq. (12) of arXiv:2502.00901)."""
 
     def __init__(self, model):
         super().__init__(model)

@@ -87,7 +87,8 @@ class GaussianPrior(Prior):
             GaussianPrior._inverse = Kernel("prior_gaussian_overlap_inverse", (q,), inv,
                                             vector_args=(q,),
                                             doc="inverse of the N(0,1) prior overlap map")
-            # psi_P(qhat) = E log Z(qhat w0 + sqrt(qhat) xi, qhat), smi.md 4 (scalar channel)
+            # psi_P(qhat) = E log Z(qhat w0 + sqrt(qhat) xi, qhat), Eqs. (10)-(11) of
+            # arXiv:2502.00901 (scalar channel)
             b, A = sp.symbols("b_ A_", real=True)
             w0, xi = sp.symbols("w0_ xi_", real=True)
             logZ = gaussian_log_partition(b, A)

@@ -40,7 +40,7 @@ def jacobian_rank(outputs, inputs, *, points: int = 3, dps: int = 40, seed: int 
     largest count as zero.  The rank is the generic rank (the same at every point is
     required), and ``kernel_constant`` reports whether the null space is one fixed
     subspace -- then the link factors through the projection onto its orthogonal
-    complement, the condition of the linear-rank closed form (aim.md 3.4).
+    complement, the condition of the linear-rank closed form (arXiv:2506.01582).
     """
     import mpmath
 

@@ -31,7 +31,8 @@ from ..integrate.link_structure import NotApplicable
 # ---------------------------------------------------------------------- declaration
 @dataclass
 class DeterministicReduction:
-    """How a deterministic link is reduced to an integral over the free rows (smi.md 9).
+    """How a deterministic link is reduced to an integral over the free rows (App. E.1 of
+    arXiv:2502.00901).
 
     ``y = head(E)`` with ``E = mixing(u) @ h^T`` (``M x r``), ``h`` the ``solved_rows``
     of ``Z`` and ``u`` all other rows.  ``observed`` lists the ``M r`` output entries
@@ -216,7 +217,7 @@ class MultiIndexModel:
         return out.reshape((Z.shape[0],) + tuple(self.link.shape))
 
     def channel(self, noise_variance: float | None = None, rule=None, *, check: bool = True):
-        """The output channel (smi.md Eq. 9).
+        """The output channel (Eq. (9) of arXiv:2502.00901).
 
         * ``noise_variance`` given: ``y = g(Z) + sqrt(Delta) xi``, a
           :class:`GaussianNoiseChannel` whose integration is chosen from the link;

@@ -2,7 +2,7 @@
 
 The output reveals ``s_i = sign((P u)_i)``, ``i = 1, 2``, of a ``2 x K`` projection ``P``
 of ``K`` isotropic indices ``u ~ N(omega, V I_K)`` (e.g. the hardmax of two tokens,
-aim.md 3.5).  With ``m = P omega`` and the noise ``P(u - omega) ~ N(0, V P P^T)``
+arXiv:2506.01582).  With ``m = P omega`` and the noise ``P(u - omega) ~ N(0, V P P^T)``
 (standard deviations ``sigma_i sqrt(V)``, correlation ``c``):
 
     Z_out(s, omega, V) = Phi_2(k_1, k_2; s_1 s_2 c),     k_i = s_i m_i/(sigma_i sqrt(V)),
@@ -18,7 +18,7 @@ on a logarithmic grid summed in log space: no cancellation in any tail (Plackett
 ``Phi(h) Phi(k) + int_0^r phi_2`` cancels for ``r < 0`` in the lower tail).
 
 ``variant="joint-density"`` replaces ``d Phi_2/d h`` by the joint density
-``phi_2(h, k; r)``: the published code of arXiv:2506.01582 (aim.md 3.5).  It is NOT the
+``phi_2(h, k; r)``: the published code of arXiv:2506.01582.  It is NOT the
 derivative of ``log Z_out`` and not Bayes-optimal; it exists only to reproduce that
 paper's hardmax curves.
 """
@@ -170,7 +170,8 @@ class BivariateOrthantChannel(Channel):
         return Moments(logZ, v * (grad @ self.P)[:, None, :], v * (v * dg), omega, Vm)
 
     def fisher(self, q, V, *, step: float = 0.25) -> float:
-        """``E ||g_out||^2`` with ``omega ~ N(0, q I_K)`` (aim.md 3.3): a sum over the four
+        """``E ||g_out||^2`` with ``omega ~ N(0, q I_K)`` (state evolution of
+        arXiv:2506.01582): a sum over the four
         sign pairs of ``int N(m; 0, q P P^T) Z (grad log Z)^T P P^T (grad log Z)``
         (:func:`symtheory.glm.integrate.projected.projected_fisher`)."""
         from ..integrate.projected import projected_fisher
@@ -181,7 +182,7 @@ class BivariateOrthantChannel(Channel):
         """:meth:`fisher` at ``q = 0`` in mpmath: ``m = 0``, ``Z = Phi(0)^2 + int_0^r
         phi_2(0, 0; t) dt`` (Plackett) by ``mpmath.quad``, ``dZ/dh = phi(0) Phi(0)``
         (``phi_2(0, 0; r)`` for the variant).  The independent high-precision path of
-        the weak-recovery threshold (aim.md 4.4)."""
+        the weak-recovery threshold (arXiv:2506.01582)."""
         import mpmath
 
         with mpmath.workdps(dps + 10):

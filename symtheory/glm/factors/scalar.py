@@ -1,10 +1,10 @@
 """Output channels of generalized linear models, symbolically, checked at declaration.
 
 A channel ``P_out(y | z)`` (``z`` the pre-activation) enters message passing and state
-evolution only through ``Z_out(y; omega, V) = E_{z ~ N(omega, V)} P_out(y | z)``
-(smi.md 3 with ``P = M = 1``; bsr.md 6.1).  :class:`ScalarChannel` takes
-``log Z_out`` as a SymPy expression, rewrites it into stable functions
-(:func:`symtheory.core.stable.stabilize`) and derives
+evolution only through ``Z_out(y; omega, V) = E_{z ~ N(omega, V)} P_out(y | z)`` (Eq. (9) of
+arXiv:2502.00901 with ``P = M = 1``; Erba et al., arXiv:2410.18858, Sec. 6).
+:class:`ScalarChannel` takes ``log Z_out`` as a SymPy expression, rewrites it into stable
+functions (:func:`symtheory.core.stable.stabilize`) and derives
 
     g_out  = d log Z_out / d omega,      dg_out = d g_out / d omega
 

@@ -12,12 +12,12 @@ gets, derived symbolically and generated into kernels:
   density ``mu = Im G(x - i0)/pi`` and Hilbert transform ``H = Re G(x - i0)``, with the
   physical branch ``G(x) = int mu(t)/(x - t) dt`` outside the support;
 * the symmetric rotation-invariant estimator (Bun, Allez, Bouchaud & Potters, IEEE TIT
-  62 (2016); aim.md 3.1): ``S_hat = sum_i xi(lambda_i) v_i v_i^T`` with
+  62 (2016); arXiv:2506.01582): ``S_hat = sum_i xi(lambda_i) v_i v_i^T`` with
   ``xi(x) = x - 2 D H(x)``, the Bayes-optimal posterior mean for rotation-invariant
   priors;
 * its MMSE per entry, ``mmse(D) = (1/d) E||S_hat - S||_F^2``, from the Nishimori form
   ``Q0 - int xi^2 mu`` (``Q0 = (1/d) Tr S^2``) reduced by the spectral identities of
-  :mod:`symtheory.core.functionals` to ``D - (4 pi^2/3) D^2 int mu^3`` (aim.md 3.1;
+  :mod:`symtheory.core.functionals` to ``D - (4 pi^2/3) D^2 int mu^3`` (arXiv:2506.01582;
   both forms are generated, the unreduced one is the test's independent path).
 
 This mirrors :class:`symtheory.glm.factors.spectral_priors.RectangularRIE` for symmetric matrices.
@@ -74,7 +74,7 @@ def _cauchy_form(law: freeprob.AlgebraicStieltjes, G, z):
 
 
 class SymmetricRIE:
-    """Bayes-optimal denoising of a rotation-invariant symmetric matrix (aim.md 3.1).
+    """Bayes-optimal denoising of a rotation-invariant symmetric matrix (arXiv:2506.01582).
 
     ``derived`` is the output of :func:`derive_symmetric_rie`; ``params`` the prior
     law's parameter symbols and ``D`` the noise variance symbol.  Numeric calls take
@@ -134,7 +134,7 @@ class SymmetricRIE:
     def mmse_value(self, law_params, D, *, rtol=1e-11, form="auto"):
         """Denoising MMSE per entry at noise ``D`` with its propagated error estimate (a
         ``FunctionalValue``).  ``form``: ``reduced`` = ``D - (4 pi^2/3) D^2 int mu^3``,
-        ``nishimori`` = ``Q0 - int xi^2 mu`` (aim.md 3.1), ``auto`` = the better
+        ``nishimori`` = ``Q0 - int xi^2 mu`` (arXiv:2506.01582), ``auto`` = the better
         conditioned of the two (reduced for ``D <= Q0``)."""
         fun = self._functional(law_params, D, form)
         params = tuple(law_params) + (D,)
@@ -150,7 +150,7 @@ class SymmetricRIE:
         return fun.evaluate(params, rtol=tighter)
 
     def mmse(self, law_params, D, *, rtol=1e-11, form="auto") -> float:
-        """``mmse(D)`` (aim.md 3.1); see :meth:`mmse_value`."""
+        """``mmse(D)`` (arXiv:2506.01582); see :meth:`mmse_value`."""
         return self.mmse_value(law_params, D, rtol=rtol, form=form).value
 
     def mmse_mp(self, law_params, D, *, dps=30, form="auto"):
@@ -197,7 +197,7 @@ class SymmetricRIE:
 
             sum_i xi'(lambda_i) + sum_{i < j} (xi(lambda_i) - xi(lambda_j))/(lambda_i - lambda_j)
 
-        (the GAMP-RIE Onsager coefficient, aim.md 5: ``V = 2 D div/d^2`` in units where
+        (the GAMP-RIE Onsager coefficient of arXiv:2506.01582: ``V = 2 D div/d^2`` in units where
         ``R = S + sqrt(D) Z``).  Nearly equal eigenvalue pairs use ``xi'`` at their mean."""
         R = np.asarray(R, dtype=float)
         lam = np.linalg.eigvalsh(0.5 * (R + R.T))
@@ -221,7 +221,7 @@ class SymmetricRIE:
 class LayerwiseMatrixPrior:
     """Independent rotation-invariant priors on ``L`` matrices ``S_1..S_L`` with known
     means ``m_l I``, as the prior channel of a multi-index state evolution
-    (:class:`symtheory.glm.se.state_evolution.StateEvolution`; deep AIM, aim.md 3.7).
+    (:class:`symtheory.glm.se.state_evolution.StateEvolution`; deep AIM of arXiv:2506.01582).
 
     The indices of layer ``l`` are ``u^(l)_k = Tr(G^k S_l)`` with unit sensing matrices
     ``G^k`` shared by the layers; ``S_l = m_l I + (S_l - m_l I)`` splits each into the
@@ -231,18 +231,18 @@ class LayerwiseMatrixPrior:
 
         rho_ll = Q0_l,   rho_lm = m_l m_m,      Q_ll = q_l,   Q_lm = m_l m_m  (l != m),
 
-    so ``V = rho - Q = diag(Q0_l - q_l)`` and ``omega = Q^{1/2} xi`` has the law of aim.md
-    3.7 (``omega^(l) = m_l zeta + sqrt(q_l - m_l^2) eta^(l)``).  The prior map decouples
-    (aim.md 3.7):
+    so ``V = rho - Q = diag(Q0_l - q_l)`` and ``omega = Q^{1/2} xi`` has the law of the deep
+    AIM (``omega^(l) = m_l zeta + sqrt(q_l - m_l^2) eta^(l)``).  The prior map decouples
+    (deep AIM of arXiv:2506.01582):
 
         q_l = Q0_l - mmse_l(1/q_hat_l),    q_hat_l = c Q_hat_ll,
 
-    ``c`` = measurements per unit ``alpha`` and parameter (``c = 2`` for a symmetric
-    ``d x d`` matrix sensed ``alpha d^2`` times, aim.md 3.3), ``Q_hat = alpha E[g g^T]``
-    from the SE; the off-diagonal of ``Q_hat`` carries no information (independent
-    priors).  Below ``q_hat_l = SMALL_SNR`` the small-signal expansion
-    ``q_l - m_l^2 = var_l^2 q_hat_l + O(q_hat_l^2)`` (``var_l = Q0_l - m_l^2``, I-MMSE)
-    replaces ``mmse_l`` (its spectral integral loses relative accuracy as ``D -> inf``).
+    ``c`` = measurements per unit ``alpha`` and parameter (``c = 2`` for a symmetric ``d x
+    d`` matrix sensed ``alpha d^2`` times, state evolution of arXiv:2506.01582), ``Q_hat =
+    alpha E[g g^T]`` from the SE; the off-diagonal of ``Q_hat`` carries no information
+    (independent priors).  Below ``q_hat_l = SMALL_SNR`` the small-signal expansion ``q_l -
+    m_l^2 = var_l^2 q_hat_l + O(q_hat_l^2)`` (``var_l = Q0_l - m_l^2``, I-MMSE) replaces
+    ``mmse_l`` (its spectral integral loses relative accuracy as ``D -> inf``).
 
     ``mmse``: callables ``D -> mmse_l(D)``; ``second_moments``: ``Q0_l``; ``means``:
     ``m_l``.

@@ -1,4 +1,4 @@
-"""GAMP for sequence multi-index models (smi.md Sec. 5, Algorithm 1 of Troiani et al. 2025).
+"""GAMP for sequence multi-index models (Algorithm 1 of Troiani et al., arXiv:2502.00901).
 
 Data ``x_mu in R^{D x M}`` (stored as ``X[mu, i, m]``), outputs ``y_mu``; weights
 ``W in R^{P x D}`` with a Gaussian N(0, I_P) prior per column.  One iteration::
@@ -16,7 +16,7 @@ follows :mod:`symtheory.glm.gamp.loop` (Rangan et al. 2014; Vila et al. 2015): `
 and the estimate entering ``B`` are damped together, ``g_bar = theta g_bar + (1 - theta)
 g``, ``A_bar`` and ``W_bar`` likewise, ``B = (1/sqrt D) sum_mu g_bar_mu x_mu^T + A_bar
 W_bar``, and the next Onsager term is ``V g_bar`` with ``V`` the undamped ``C`` of the
-estimate it corrects.  Fixed points are those of the undamped iteration.  (smi.md Sec. 5
+estimate it corrects.  Fixed points are those of the undamped iteration.  (The paper's Algorithm 1
 and the reference damp ``W`` and ``C`` only, with ``theta`` the weight of the *new*
 iterate: that keeps the fixed points but breaks the Onsager correction along the way --
 on ``y = z^2`` at alpha = 1.5 such a run with weight 0.5 never leaves the uninformative

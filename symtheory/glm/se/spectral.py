@@ -96,8 +96,8 @@ class ScalarSpectralSE:
     def iterate(self, *, damping: float = 0.4, tol: float = 1e-12, maxiter: int = 5000,
                 start: float | None = None) -> SolverResult:
         """Damped iteration ``v <- error_map(v)`` from the uninformative ``v = v_max``
-        (aim.md 3.3).  Where several fixed points exist this reaches the one attracting
-        the uninformative start (the bracketed root may differ)."""
+        (state evolution of arXiv:2506.01582).  Where several fixed points exist this
+        reaches the one attracting the uninformative start (the bracketed root may differ)."""
         v0 = self.v_max if start is None else float(start)
         return fixed_point(self.error_map, v0, damping=damping, tol=tol, maxiter=maxiter,
                            project=lambda v: np.clip(v, 0.0, self.v_max), name=self.name)

@@ -129,7 +129,7 @@ class StagedSolve:
 
         Rule: a noiseless reduced link is integrated over its free rows by a tensor rule
         over their prior.  Where their posterior is far narrower than that prior (both
-        layers nearly known, e.g. skip 100 at alpha = 1) such a rule converges slowly:
+        layers nearly known, e.g. at a counting bound) such a rule converges slowly:
         with ``peak_rule="auto"`` its effect on ``Q_hat`` is measured at the first warm-up
         stage's fixed point (change against 1.5x the nodes, in standard errors of all the
         samples; on all of them when there is no subset stage), and above
@@ -137,17 +137,16 @@ class StagedSolve:
         :class:`~symtheory.glm.integrate.reduced_posterior.PeakTensorRule` (the message says so; ``None``
         keeps the rule given).
 
-        Stability: an even model keeps ``Q_ll = 0`` exactly, so a layer that decayed
-        while another was being learned can sit on an *unstable* fixed point (the
-        staircase of smi.md 8.4); near perfect recovery below its threshold the point
-        ``Q = rho`` is a fixed point of ``F`` that is unstable (e.g. ``y = z^2``: ``1 - q``
-        grows by ``1/alpha`` per step).  Every converged point, on the boundary of the
+        Stability: an even model keeps ``Q_ll = 0`` exactly, so a layer that decayed while
+        another was being learned can sit on an *unstable* fixed point (the staircase of
+        Eqs. (17)-(18) of arXiv:2502.00901); near perfect recovery below its threshold the
+        point ``Q = rho`` is a fixed point of ``F`` that is unstable (e.g. ``y = z^2``: ``1
+        - q`` grows by ``1/alpha`` per step).  Every converged point, on the boundary of the
         domain too (one-sided differences into it), is checked: if an eigenvalue of the
-        Jacobian exceeds 1 the iteration restarts from the fixed point plus ``kick``
-        along the unstable direction (towards larger overlaps when that stays in the
-        domain), at most ``max_kicks`` times; the message reports it and ``stable``
-        records the final verdict.
-        """
+        Jacobian exceeds 1 the iteration restarts from the fixed point plus ``kick`` along
+        the unstable direction (towards larger overlaps when that stays in the domain), at
+        most ``max_kicks`` times; the message reports it and ``stable`` records the final
+        verdict."""
         if peak_rule not in ("auto", None):
             raise ParameterError(f"peak_rule must be 'auto' or None, got {peak_rule!r}")
         tol = self.default_tol if tol is None else tol
@@ -311,7 +310,7 @@ class StagedSolve:
                     f"at the warm-up's fixed point, but even rows {at_zero} sit at 0 there, "
                     "where the peak-following rule would break their symmetry: kept")
         # half the nodes per axis for each component: a component spans the posterior, not
-        # the prior (skip 100, alpha = 1, Q ~ rho: 12 / 18 / 30 nodes per component agree
+        # the prior (two nearly known rows, Q ~ rho: 12 / 18 / 30 nodes per component agree
         # within 0.01 standard errors, measured), at about the prior rule's cost
         self.feature_rule = PeakTensorRule(rule.coarsened())
         return (f"; the rule over the prior moved Q_hat by ~{effect:.2g} standard errors "

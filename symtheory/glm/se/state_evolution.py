@@ -1,8 +1,9 @@
-"""Matrix state evolution of sequence multi-index models (smi.md Eqs. 13-14, Sec. 6.1).
+"""Matrix state evolution of sequence multi-index models (Lemma 2.2, Eqs. (13)-(14) of Troiani
+et al., arXiv:2502.00901).
 
     Q_hat = alpha E_{xi, eta}[ sum_m g_out(y, omega, V)_{.m} g_out(...)_{.m}^T ],
         omega = Q^{1/2} xi,  Z = omega + (rho - Q)^{1/2} eta,  y = g(Z) (+ noise),  V = rho - Q,
-    Q_new = F_prior(Q_hat + lambda I)       (lambda: side information, smi.md 6)
+    Q_new = F_prior(Q_hat + lambda I)       (lambda: side information, App. C of arXiv:2502.00901)
 
 For the Gaussian prior N(0, I_P) ``F_prior`` is the matrix function of the scalar
 overlap map ``qhat/(1 + qhat)`` *derived* from the prior's log-partition
@@ -34,13 +35,13 @@ differencing the frozen-sample map), which grows near a threshold.
 Coordinates of the observation: a noiseless link with a :class:`DeterministicReduction`
 is integrated in its inversion-feature coordinates (e.g. the logit differences of a
 softmax head), computed from the teacher's ``E = T(u) h^T`` and never from ``y``: a
-saturated softmax (``--skip 100``, ``--inv-temp 100``) rounds ``y`` to 0 or 1 and loses
+saturated softmax (large skip strength or inverse temperature) rounds ``y`` to 0 or 1 and loses
 the observation, while its logits stay exact.  The posterior moments (hence ``g_out``,
 ``dg_out``) do not depend on the coordinates; ``log Z_out`` (in :meth:`psi_out`) is the
 log-density of the features, which differs from that of ``y`` by a function of the
 observation only (a constant shift of ``Psi_out``, independent of ``Q`` and ``alpha``).
 
-Structure: when the model is even in every row group (smi.md 2.2) the cross-group
+Structure: when the model is even in every row group (even models, arXiv:2502.00901) the cross-group
 blocks of ``Q`` vanish at every iteration in expectation; the engine then keeps them at
 exactly zero (``structure='block'``) so Monte-Carlo noise cannot break the symmetry.
 """
@@ -102,50 +103,49 @@ def _min_variance_weights(sq, tw):
 class StateEvolution(StagedSolve, MapLinearization):
     """SE of an SMI model at sample complexity ``alpha`` (see the module docstring).
 
-    Parameters: ``model`` (:class:`~symtheory.glm.factors.multi_index.MultiIndexModel`), ``alpha > 0``,
-    ``samples`` (frozen draws; default :data:`DEFAULT_SAMPLES`; with RQMC best a power of
-    2 times ``scrambles``; below ``2 scrambles`` some scramblings hold one point and the
-    stated error falls back to the per-sample spread, honest but without the RQMC gain),
-    ``seed``, ``noise_variance`` (Gaussian
-    output noise; ``None`` = noiseless), ``rule`` (quadrature of the channel),
-    ``side_information`` lambda >= 0, ``structure`` ('auto', 'block', 'full'),
-    ``regularization`` eps >= 0: use ``V = rho - Q + eps I`` for both the teacher and
-    the channel, as the reference code (``BO_2w.py``, eps = 1e-3) -- only to reproduce
-    it; it caps how sharply a learned layer is known (smi.md 11.4).
-    ``estimator``: ``'square'`` averages ``sum_m g g^T`` (default for a reduced deep link
-    integrated by a Laplace-RQMC rule: there the twin below keeps the rule's ratio bias
-    of second moments -- at depth 3, alpha = 1.05, ``Q = diag(0.13, 0.006, 0.983)``, on
-    1000 paired samples refining the rule from tol 5e-2 / 1024 points to 1e-2 / 8192
-    moved ``E(-J)_11`` by -0.0103 +- 0.0007 and ``E(g g^T)_11`` by -0.0007 +- 0.0002 (of
-    0.125), and on 2000 samples the combined ``Q_hat_11`` sat 1.7 of its standard errors
-    above the square one; quantities built from ``J`` elsewhere -- the grand staircase's
-    slope, GAMP's ``A`` -- keep that bias);
-    ``'combined'`` (default otherwise when
-    Bayes-optimal) averages it with its Nishimori twin ``-sum_m J_mm`` (same mean,
-    smi.md 3) with the per-entry weights of minimal variance, measured on the frozen
-    samples at each ``Q`` (so the map depends on ``Q`` alone, not on the order of calls)
-    -- about 3x lower variance for the attention channel (the ``g g^T`` samples are
-    heavy-tailed, ``-J`` is bounded above); ``'cross'`` (default for a channel integrated
-    by a randomized rule under output noise, :class:`~symtheory.glm.integrate.laplace_qmc.
-    LaplaceQMCRule`) averages ``sym(sum_m g_A g_B^T)`` of the posterior means pooled over
-    the rule's even and over its odd scramblings (independent given its proposal, built
-    on a further scrambling; one run, :func:`~symtheory.glm.integrate.laplace_qmc.
-    independent_half_means`): the rule's random errors enter linearly and
-    average out over the samples, where in ``g g^T`` (and in ``-J``, through ``E[x] E[x]^T``) they add their
-    variance ``E[dg dg^T]`` -- so a sample needs 128 points, not 1024
-    (:data:`~symtheory.glm.factors.gaussian_noise.NOISE_SE_RULE`, used when no ``rule`` is given;
-    its ``-J`` keeps the ratio bias of second moments and is not used).  A reduced deep
-    link integrated by a Laplace-RQMC rule takes ``'cross'`` on request (its default
-    is ``'square'``): with a cheap rule (128 points, tol 0.25) it costs 1.6-6 ms per
-    sample at depth 3 against 24-58 ms for the default rule, agrees with the default
-    rule under ``'combined'`` within 1.4 standard errors (measured at Q = 0.05 I, diag(0.3, 0.3, 0.97), diag(0.02, 0.5,
-    0.99)), but without the Nishimori twin its variance on a nearly known layer is 4-6x
-    larger.  A rule that escalates many samples is a poor partner: keeping a sample
-    because its scramblings agree correlates the two halves.
+    Parameters: ``model`` (:class:`~symtheory.glm.factors.multi_index.MultiIndexModel`),
+    ``alpha > 0``, ``samples`` (frozen draws; default :data:`DEFAULT_SAMPLES`; with RQMC
+    best a power of 2 times ``scrambles``; below ``2 scrambles`` some scramblings hold one
+    point and the stated error falls back to the per-sample spread, honest but without the
+    RQMC gain), ``seed``, ``noise_variance`` (Gaussian output noise; ``None`` = noiseless),
+    ``rule`` (quadrature of the channel), ``side_information`` lambda >= 0, ``structure``
+    ('auto', 'block', 'full'), ``regularization`` eps >= 0: use ``V = rho - Q + eps I`` for
+    both the teacher and the channel, as the reference code (``BO_2w.py``, eps = 1e-3) --
+    only to reproduce it; it caps how sharply a learned layer is known (the reference code
+    of arXiv:2502.00901 does the same). ``estimator``: ``'square'`` averages ``sum_m g g^T``
+    (default for a reduced deep link integrated by a Laplace-RQMC rule: there the twin below
+    keeps the rule's ratio bias of second moments -- at depth 3, alpha = 1.05, ``Q =
+    diag(0.13, 0.006, 0.983)``, on 1000 paired samples refining the rule from tol 5e-2 /
+    1024 points to 1e-2 / 8192 moved ``E(-J)_11`` by -0.0103 +- 0.0007 and ``E(g g^T)_11``
+    by -0.0007 +- 0.0002 (of 0.125), and on 2000 samples the combined ``Q_hat_11`` sat 1.7
+    of its standard errors above the square one; quantities built from ``J`` elsewhere --
+    the grand staircase's slope, GAMP's ``A`` -- keep that bias); ``'combined'`` (default
+    otherwise when Bayes-optimal) averages it with its Nishimori twin ``-sum_m J_mm`` (same
+    mean, Eq. (12) of arXiv:2502.00901) with the per-entry weights of minimal variance,
+    measured on the frozen samples at each ``Q`` (so the map depends on ``Q`` alone, not on
+    the order of calls) -- about 3x lower variance for the attention channel (the ``g g^T``
+    samples are heavy-tailed, ``-J`` is bounded above); ``'cross'`` (default for a channel
+    integrated by a randomized rule under output noise,
+    :class:`~symtheory.glm.integrate.laplace_qmc.LaplaceQMCRule`) averages ``sym(sum_m g_A
+    g_B^T)`` of the posterior means pooled over the rule's even and over its odd scramblings
+    (independent given its proposal, built on a further scrambling; one run,
+    :func:`~symtheory.glm.integrate.laplace_qmc.independent_half_means`): the rule's random
+    errors enter linearly and average out over the samples, where in ``g g^T`` (and in
+    ``-J``, through ``E[x] E[x]^T``) they add their variance ``E[dg dg^T]`` -- so a sample
+    needs 128 points, not 1024 (:data:`~symtheory.glm.factors.gaussian_noise.NOISE_SE_RULE`,
+    used when no ``rule`` is given; its ``-J`` keeps the ratio bias of second moments and is
+    not used).  A reduced deep link integrated by a Laplace-RQMC rule takes ``'cross'`` on
+    request (its default is ``'square'``): with a cheap rule (128 points, tol 0.25) it costs
+    1.6-6 ms per sample at depth 3 against 24-58 ms for the default rule, agrees with the
+    default rule under ``'combined'`` within 1.4 standard errors (measured at Q = 0.05 I,
+    diag(0.3, 0.3, 0.97), diag(0.02, 0.5, 0.99)), but without the Nishimori twin its
+    variance on a nearly known layer is 4-6x larger.  A rule that escalates many samples is
+    a poor partner: keeping a sample because its scramblings agree correlates the two
+    halves.
         ``pinned_rows``: rows whose overlap is held at exactly 0 (rows and columns of ``Q``
-    and ``Q_hat``): the invariant subspace of rows not learned yet, for a model even in
-    each of their row groups (smi.md 2.2, 8.4) -- the fixed point ``Q*`` of Eq. (18)
-    supported on the other rows, where the grand staircase tests stability.
+    and ``Q_hat``): the invariant subspace of rows not learned yet, for a model even in each
+    of their row groups (Eqs. (17)-(18) of arXiv:2502.00901) -- the fixed point ``Q*`` of
+    Eq. (18) supported on the other rows, where the grand staircase tests stability.
         ``sampling``: ``'rqmc'`` (default) or ``'monte-carlo'``, the design of the frozen
     samples, and ``scrambles`` (>= 4, default :data:`DEFAULT_SCRAMBLES`) its independent
     randomizations (module docstring).
@@ -444,7 +444,7 @@ class StateEvolution(StagedSolve, MapLinearization):
             self.channel_error = None
             return Moments.from_posterior(fine[0], fine[1], fine[2], omega, V)
         # against a finer rule, not a coarser one: the change to half the nodes measures
-        # the coarse rule's error, e.g. 8.4 at skip 100, Q ~ rho, where GH 30 agrees with
+        # the coarse rule's error, e.g. 8.4 with two nearly known rows (Q ~ rho) where GH 30 agrees with
         # a 1601^2 trapezoid to 5e-10 (measured)
         finer = rp.posterior(Ebr, lw, valid, omega, V,
                              self.feature_rule.refined(CHANNEL_ERROR_REFINEMENT), starts=starts)
@@ -459,10 +459,10 @@ class StateEvolution(StagedSolve, MapLinearization):
 
     def _peak_starts(self, Z):
         """Starts of the peak search of a :class:`~symtheory.glm.integrate.reduced_posterior.PeakTensorRule`
-        (``(n, k, p_free M)``): each sample's true free rows and their images under the
-        sign flips of the even groups of free rows and their products
-        (:func:`~symtheory.glm.integrate.laplace_qmc.flip_patterns`: symmetries of the link, smi.md
-        2.2).  Starts only steer the proposal; the estimate is exact for any mixture."""
+        (``(n, k, p_free M)``): each sample's true free rows and their images under the sign
+        flips of the even groups of free rows and their products
+        (:func:`~symtheory.glm.integrate.laplace_qmc.flip_patterns`: symmetries of the
+        link).  Starts only steer the proposal; the estimate is exact for any mixture."""
         from ..integrate.laplace_qmc import flip_patterns
 
         free, M = list(self.features.free_rows), self.model.M
@@ -472,7 +472,8 @@ class StateEvolution(StagedSolve, MapLinearization):
                                                    axis=1))
 
     def gout_at(self, Q):
-        """``(g_out, dg_out)`` of the frozen samples at ``Q`` (smi.md Eq. 12); the last
+        """``(g_out, dg_out)`` of the frozen samples at ``Q`` (Eq. (12) of arXiv:2502.00901);
+        the last
         result is kept (a fixed point is evaluated again by its callers: the standard
         error, the staircase's instability)."""
         return self._gout_all(Q)[:2]
@@ -508,14 +509,14 @@ class StateEvolution(StagedSolve, MapLinearization):
         """``(Q_hat, stderr, nishimori_gap)`` at ``Q`` from the frozen samples.
 
         ``nishimori_gap`` = ``max_ab |E[g g^T] - E[-dg]|_ab / ||V^{-1}||_2``: the two
-        estimators of ``Q_hat/alpha`` (equal at Bayes-optimality, smi.md 3) compared in
-        units of ``V^{-1} = (rho - Q)^{-1}``, the scale that bounds both means (each lies
-        between 0 and ``V^{-1}``), so it means the same at every ``alpha`` -- also where
-        ``Q_hat -> 0`` (small ``alpha``), where a relative difference divides by ~0.
-        Consistent with 0 within its sampling error (about ``max stderr / (alpha
-        ||V^{-1}||)``) -- except under a randomized rule (the ``'cross'`` estimator, and a
-        reduced deep link's Laplace-RQMC rule under ``'square'``), where ``E(-dg)`` keeps
-        the rule's ratio bias of second moments (not used for ``Q_hat``)."""
+        estimators of ``Q_hat/alpha`` (equal at Bayes-optimality, Eq. (12) of
+        arXiv:2502.00901) compared in units of ``V^{-1} = (rho - Q)^{-1}``, the scale that
+        bounds both means (each lies between 0 and ``V^{-1}``), so it means the same at
+        every ``alpha`` -- also where ``Q_hat -> 0`` (small ``alpha``), where a relative
+        difference divides by ~0. Consistent with 0 within its sampling error (about ``max
+        stderr / (alpha ||V^{-1}||)``) -- except under a randomized rule (the ``'cross'``
+        estimator, and a reduced deep link's Laplace-RQMC rule under ``'square'``), where
+        ``E(-dg)`` keeps the rule's ratio bias of second moments (not used for ``Q_hat``)."""
         alpha = self.alpha if alpha is None else alpha
         g, dg = self.gout_at(Q)
         halves = self.gout_halves(Q) if self.estimator == "cross" else None
@@ -614,7 +615,8 @@ class StateEvolution(StagedSolve, MapLinearization):
         return float(mean), float(stderr)
 
     def free_entropy(self, Q):
-        """Replica-symmetric free entropy at ``Q`` with ``Q_hat`` from the SE map (smi.md 4):
+        """Replica-symmetric free entropy at ``Q`` with ``Q_hat`` from the SE map (Eqs.
+        (10)-(11) of arXiv:2502.00901):
         ``Phi = -Tr(Q Q_hat)/2 + psi_P(Q_hat) + alpha Psi_out(Q)``.  Returns
         ``(Phi, stderr)`` (stderr of the Monte-Carlo term).  At a fixed point it is the
         value whose maximum over fixed points selects the Bayes-optimal one."""
@@ -625,7 +627,8 @@ class StateEvolution(StagedSolve, MapLinearization):
         return phi, self.alpha * se
 
     def alpha_at_fixed_point(self, Q, entry=None):
-        """The ``alpha`` at which ``Q`` is a fixed point along ``entry`` (smi.md 6.1 item 6):
+        """The ``alpha`` at which ``Q`` is a fixed point along ``entry`` (Eqs. (13)-(14) solved
+        for alpha):
         ``alpha = [F_prior^{-1}(Q)]_ee / E[g g^T]_ee`` (the channel does not depend on
         alpha).  Returns ``(alpha, stderr)``.  Exact for a one-parameter reduced SE (e.g.
         ``Q = diag(0, q2)`` below the layer-1 threshold)."""

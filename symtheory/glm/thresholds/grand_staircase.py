@@ -1,23 +1,24 @@
-"""Grand-staircase thresholds of any depth from the state evolution itself (smi.md 8.4,
+"""Grand-staircase thresholds of any depth from the state evolution itself (Eqs. (17)-(18) of
+arXiv:2502.00901,
 Eqs. 17-18; TDDZLK24).
 
-For an even model (smi.md 2.2) the rows not learned yet are an invariant subspace:
-``Q_UU = 0`` stays 0.  Stage ``k`` has learned the rows ``S_k`` (``S_0`` empty); its fixed
-point ``Q*(alpha)`` is the SE fixed point with the rows ``U_k`` (all others) pinned at 0
-(:class:`~symtheory.glm.se.state_evolution.StateEvolution` ``pinned_rows``), and the next subspace
-becomes learnable where that point turns unstable along ``U_k``:
+For an even model (even models, arXiv:2502.00901) the rows not learned yet are an invariant
+subspace: ``Q_UU = 0`` stays 0.  Stage ``k`` has learned the rows ``S_k`` (``S_0`` empty);
+its fixed point ``Q*(alpha)`` is the SE fixed point with the rows ``U_k`` (all others)
+pinned at 0 (:class:`~symtheory.glm.se.state_evolution.StateEvolution` ``pinned_rows``), and
+the next subspace becomes learnable where that point turns unstable along ``U_k``:
 
     G_k(alpha) = alpha lambda_max( F'_prior(0) o F_{Q*(alpha)} restricted to Sym(U_k) ) - 1 = 0,
     F_{Q*}(Gamma)_ab = E[ sum_mn J_am,cn Gamma_cd J_bm,dn ],  J = dg_out/domega at Q*   (Eq. 15/17)
 
-(``Q_hat_UU = 0`` at ``Q*``, so the prior map's Jacobian on the ``U`` block is its value
-at 0).  ``G_0`` is linear in alpha (``Q* = 0``): ``alpha_1 = 1/lambda_max`` is the weak
-recovery threshold (smi.md 8.2).  Later stages are solved in the learned overlaps, not
-in alpha (the channel does not depend on alpha; smi.md 6.1 item 6 for one overlap):
-``Q_S`` is the stage's fixed point at its threshold iff
-``F_prior^{-1}(Q_S) = Q_hat(Q; alpha = 1)_S / lambda_U(Q)``, and then
-``alpha_c = 1/lambda_U(Q)`` -- one map evaluation per trial point, no SE solve inside.
-The rows carrying the top eigenvector at the root are learned next.
+(``Q_hat_UU = 0`` at ``Q*``, so the prior map's Jacobian on the ``U`` block is its value at
+0).  ``G_0`` is linear in alpha (``Q* = 0``): ``alpha_1 = 1/lambda_max`` is the weak
+recovery threshold (Eq. (16) of arXiv:2502.00901).  Later stages are solved in the learned
+overlaps, not in alpha (the channel does not depend on alpha; Eqs. (13)-(14) solved for
+alpha, for one overlap): ``Q_S`` is the stage's fixed point at its threshold iff
+``F_prior^{-1}(Q_S) = Q_hat(Q; alpha = 1)_S / lambda_U(Q)``, and then ``alpha_c =
+1/lambda_U(Q)`` -- one map evaluation per trial point, no SE solve inside. The rows carrying
+the top eigenvector at the root are learned next.
 
 Error bar of each threshold (first order in the Monte-Carlo error, conservative): the
 standard errors of ``lambda`` (per-sample spread of ``v^T A_s v``, which contains the
@@ -95,9 +96,9 @@ def subspace_instability(se: StateEvolution, Q, rows):
     _, dg = se.gout_at(Q)
     J = dg[:, rows][:, :, :, rows].copy()
     # rows of different groups: flipping one pinned group alone (omega = 0 there, V block
-    # diagonal) leaves the posterior invariant, so their cross-covariance vanishes sample
-    # by sample (smi.md 8.3); a randomized rule leaves noise there, which would mix the
-    # groups' eigenvectors -- set it to its exact value
+    # diagonal) leaves the posterior invariant, so their cross-covariance vanishes sample by
+    # sample (the block structure of even models); a randomized rule leaves noise there,
+    # which would mix the groups' eigenvectors -- set it to its exact value
     group = {a: g for g in se.model.row_groups for a in g}
     for i, a in enumerate(rows):
         for j, b in enumerate(rows):

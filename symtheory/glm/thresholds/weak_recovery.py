@@ -41,7 +41,7 @@ def _trivial_result(first, first_err, P, method, t0, details):
         kind="weak", value=0.0, error=0.0, method=method, subspace=G, eigenvalue=math.inf,
         converged=True, message=f"trivial subspace: E_y sum_m E[z_m|y] E[z_m|y]^T has eigenvalue {lam[-1]:.6g} "
         f"(numerical floor {first_err:.2g}), so E[Z|y] != 0 on a set of positive measure "
-        "and its range is learnable at any alpha > 0 (smi.md 8.2 item 4)",
+        "and its range is learnable at any alpha > 0 (Theorem 2.3 of arXiv:2502.00901)",
         seconds=time.perf_counter() - t0, details=details)
 
 
@@ -52,7 +52,8 @@ MAX_OUTER_NODES = 400
 def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, prior=None,
                   outer_nodes=48, width=8.0, rule=None, samples=200000, seed=0,
                   target_error=None):
-    """Weak-recovery threshold ``alpha_c = 1/lambda_max(F_prior' o F)`` (smi.md 8.1-8.2).
+    """Weak-recovery threshold ``alpha_c = 1/lambda_max(F_prior' o F)`` (Eqs. (15)-(16) of
+    arXiv:2502.00901).
 
     ``target_error`` (observation grid only): while the error estimate exceeds it, the
     grid is redone with twice the nodes per axis, up to :data:`MAX_OUTER_NODES` (the
@@ -187,7 +188,7 @@ def _scalar_weak_recovery(model, noise_variance, prior, t0, level=6):
 
 
 def _block_constants(T, model):
-    """``K_{ll'}`` of the block-Hadamard structure of even models (smi.md 8.3) for
+    """``K_{ll'}`` of the block-Hadamard structure of even models for
     one-row groups: ``F(Gamma)_{ll'} = K_{ll'} Gamma_{ll'}``."""
     P = model.P
     return np.array([[T[a, b, a, b] for b in range(P)] for a in range(P)])
