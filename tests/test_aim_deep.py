@@ -96,16 +96,18 @@ def test_layerwise_prior_is_the_single_layer_map_per_layer():
     assert prior.layer_overlap(0, 0.0) == pytest.approx(0.5, abs=1e-15)   # sqrt(rho)^2
     with pytest.raises(ValueError, match="q_hat"):
         prior.layer_overlap(0, -1.0)
-    with pytest.raises(NotImplementedError, match="free entropy"):
+    with pytest.raises(NotImplementedError, match="free-entropy term"):
         prior.psi(np.eye(2))
     for bad in (0.0, math.inf, -1.0):
         with pytest.raises(ParameterError, match="rho"):
             layer_prior(2, bad)
-    from symtheory.glm.factors.spectral_priors import LayerwiseMatrixPrior
+    from symtheory.glm.factors.spectral_priors import LayerwiseMatrixPrior, SpectralPrior
     with pytest.raises(ValueError, match="at least one layer"):
-        LayerwiseMatrixPrior([], [], [])
+        LayerwiseMatrixPrior([])
     with pytest.raises(ValueError, match="Q0 > mean"):
-        LayerwiseMatrixPrior([abs], [1.0], [1.0])
+        SpectralPrior(abs, 1.0, 1.0)
+    with pytest.raises(ValueError, match="SpectralPrior"):
+        LayerwiseMatrixPrior([abs])
 
 
 @pytest.mark.parametrize("kwargs, name", [(dict(samples=1), "samples"), (dict(seed=-1), "seed"),

@@ -25,8 +25,8 @@ from ..core import validate
 from ..core.codegen import Kernel, KernelSet
 from ..core.result import Result, alias
 from ..core.solvers import SolverResult
-from ..glm.factors.spectral_priors import SymmetricRIE
 from ..glm.factors.linear_rank import LinearRankChannel
+from ..glm.factors.spectral_priors import SpectralPrior, SymmetricRIE
 from ..glm.se.spectral import ScalarSpectralSE, exact_mpf, precision_report
 from . import model as M
 
@@ -240,13 +240,18 @@ class AIMPoint(Result):
 
 def _spectral_engine(fisher, alpha, rho, name) -> ScalarSpectralSE:
     """The tied prior's scalar spectral SE (aim.md 3.3) for a channel's ``E||g_out||^2``."""
+    return ScalarSpectralSE(spectral_prior(rho), fisher, alpha, sample_factor=SAMPLE_FACTOR,
+                            name=f"AIM {name}overlap at alpha={alpha}, rho={rho}")
+
+
+def spectral_prior(rho) -> SpectralPrior:
+    """The tied prior ``S`` of width ratio ``rho`` as the state evolution sees it: its
+    derived denoising MMSE, ``Q0 = 1 + rho`` and mean ``sqrt(rho)`` (aim.md 3.1, from the
+    prior law's moments)."""
     th = theory()
     t = math.sqrt(rho)
-    return ScalarSpectralSE(lambda D: th.prior.mmse((t,), D), fisher, alpha,
-                            Q0=th.prior.second_moment(t),
-                            v_max=th.prior.second_moment(t) - th.prior.mean(t) ** 2,
-                            sample_factor=SAMPLE_FACTOR,
-                            name=f"AIM {name}overlap at alpha={alpha}, rho={rho}")
+    return SpectralPrior(lambda D: th.prior.mmse((t,), D), th.prior.second_moment(t),
+                         th.prior.mean(t), name=f"AIM prior at rho={rho}")
 
 
 def _engine(alpha, rho, seq_len, link, delta) -> ScalarSpectralSE:

@@ -16,6 +16,8 @@ method                     what it returns
 ``rho(P)``                 the prior's second moment ``E[w w^T]``
 ``overlap_map(Q_hat)``     ``Q = F(Q_hat)``, the SE's prior map
 ``psi(Q_hat)``             the prior's free-entropy term
+``inverse_overlap_map``    ``Q_hat = F^{-1}(Q)``
+``overlap_map_derivative`` ``dF(Q_hat)[H]`` where derived (else ``None``)
 =========================  ==============================================================
 
 A prior that cannot give one of them (a denoiser known only through its action, a
@@ -59,6 +61,15 @@ class Prior:
     def psi(self, Qhat):
         """The prior's free-entropy term ``psi(Q_hat)``."""
         raise self._missing("a free-entropy term psi")
+
+    def inverse_overlap_map(self, Q):
+        """``Q_hat = F^{-1}(Q)`` (the ``alpha`` at which ``Q`` is a fixed point)."""
+        raise self._missing("an inverse overlap map")
+
+    def overlap_map_derivative(self, Qhat, H):
+        """The directional derivative ``dF(Q_hat)[H]``, or ``None`` when the prior has no
+        derived one (the state evolution then differences :meth:`overlap_map`)."""
+        return None
 
 
 class DenoiserPrior(Prior):

@@ -89,10 +89,11 @@ class MapLinearization:
 
         qh = self._to_free(Qhat)
         D = self._directions()
-        if hasattr(self.prior, "overlap_map_derivative"):
+        derived = [self.prior.overlap_map_derivative(Qhat, self._from_free(D[:, j]))
+                   for j in range(D.shape[1])]
+        if all(d is not None for d in derived):
             # the derived derivative: exact where F rounds to rho (no difference at all)
-            cols = np.stack([self._to_free(self.prior.overlap_map_derivative(
-                Qhat, self._from_free(D[:, j]))) for j in range(D.shape[1])], axis=1)
+            cols = np.stack([self._to_free(d) for d in derived], axis=1)
             return cols @ np.linalg.inv(D)      # as difference_jacobian: J = [dF(d_j)] D^-1
         big = np.array([max(1.0, float(np.max(np.abs(qh[D[:, j] != 0]))))
                         for j in range(D.shape[1])])
