@@ -37,6 +37,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ..core import freeprob, functionals
+from ..core.softmax import softmax_rows
 from ..core.derive import cached_derivation
 from ..glm.factors import gaussian_prior, linear_rank, spectral_priors
 
@@ -90,16 +91,6 @@ def index_symbols(seq_len: int):
         else:
             h[a, b] = h[b, a] = uk
     return list(u), h, pairs
-
-
-def softmax_rows(A: sp.Matrix, inv_temp=beta) -> sp.Matrix:
-    """Row-wise softmax ``exp(beta A_ab)/sum_c exp(beta A_ac)`` of a square matrix."""
-    rows = []
-    for a in range(A.rows):
-        w = [sp.exp(inv_temp * A[a, b]) for b in range(A.cols)]
-        tot = sum(w)
-        rows.append([wb / tot for wb in w])
-    return sp.Matrix(rows)
 
 
 def link_outputs(seq_len: int, link: str, inv_temp=beta):

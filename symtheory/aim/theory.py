@@ -24,6 +24,7 @@ import numpy as np
 from ..core import validate
 from ..core.codegen import Kernel, KernelSet
 from ..core.result import Result, alias
+from ..core.softmax import softmax
 from ..core.solvers import SolverResult
 from ..glm.factors.linear_rank import LinearRankChannel
 from ..glm.factors.spectral_priors import SpectralPrior, SymmetricRIE
@@ -186,8 +187,7 @@ class _SoftmaxIndices:
         h = np.zeros((len(Z), self.T, self.T))
         h[:, self._rows, self._cols] = u
         h[:, self._cols, self._rows] = u
-        e = np.exp(self.beta * (h - h.max(axis=2, keepdims=True)))
-        return e / e.sum(axis=2, keepdims=True)
+        return softmax(h, axis=2, inv_temp=self.beta)
 
 
 def gen_error(mse, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *, samples=20000,
