@@ -75,7 +75,7 @@ def _compare(ch, y, omega, V):
     assert np.all(np.isfinite(g)) and np.all(np.isfinite(dg))
     logZ, _, _ = ch.moments(y[None], omega[None], V).posterior()
     ref = reference_moments(ch.model, ch.noise_variance, y, omega, V, float(logZ[0]))
-    g_r, dg_r = Moments.from_posterior(ref[0], ref[1][None], ref[2][None], omega[None], V).gout()
+    g_r, dg_r = Moments.from_posterior(ref[0], ref[1][None], ref[2][None], omega[None], V).output_functions()
     # size floor 1e-3 of the natural scale (||V^-1||^1/2, ||V^-1||): g_out and dg_out can
     # vanish exactly (y = 0 at omega = 0: posterior = prior), where only an absolute
     # criterion means anything
@@ -414,8 +414,8 @@ def test_far_outputs_stay_finite_and_accurate(models):
         logZ, mean, cov = ch.moments(np.array([[y]]), om[None], V).posterior()
         assert np.all(np.isfinite(mean)) and np.all(np.isfinite(cov)) and np.isfinite(logZ[0])
         ref = brute_force_moments(models[key], delta, [y], om, V, shift=float(logZ[0]))
-        g, dg = Moments.from_posterior(logZ, mean, cov, om[None], V).gout()
-        g_r, dg_r = Moments.from_posterior(ref[0], ref[1][None], ref[2][None], om[None], V).gout()
+        g, dg = Moments.from_posterior(logZ, mean, cov, om[None], V).output_functions()
+        g_r, dg_r = Moments.from_posterior(ref[0], ref[1][None], ref[2][None], om[None], V).output_functions()
         assert np.max(np.abs(g - g_r)) <= ACCEPT * np.max(np.abs(g_r)) + 1e-8
         assert np.max(np.abs(dg - dg_r)) <= ACCEPT * np.max(np.abs(dg_r))
         assert abs(logZ[0] - ref[0]) <= 1e-7 * abs(ref[0])

@@ -80,8 +80,8 @@ def test_against_box_rule(model, q, delta, seed):
     assert np.mean(diff > bound) <= 0.15, (np.mean(diff > bound), np.median(diff), np.median(bound))
     # no bias: the mean of g_out over the samples (what the SE averages) agrees within
     # 4 standard errors of the per-sample differences plus the mean stated error
-    ga, _ = Moments.from_posterior(*a, om, V).gout()
-    gb, _ = Moments.from_posterior(*b, om, V).gout()
+    ga, _ = Moments.from_posterior(*a, om, V).output_functions()
+    gb, _ = Moments.from_posterior(*b, om, V).output_functions()
     dg = (ga - gb).reshape(n, -1)
     slack = 4 * dg.std(axis=0) / math.sqrt(n) + np.mean(bound) / sd
     assert np.all(np.abs(dg.mean(axis=0)) <= slack), (dg.mean(axis=0), slack)

@@ -209,11 +209,11 @@ def check_channel(channel, *, seed: int = 20240601) -> CheckReport:
     points = _check_points(model, channel.noise_variance, rng)
     for k, (y, om, V) in enumerate(points):
         ours = channel.moments(y[None], om[None], V)
-        g, dg = ours.gout()
+        g, dg = ours.output_functions()
         logZ_b, mean_b, cov_b = brute_force_moments(model, channel.noise_variance, y, om, V,
                                                     shift=float(ours.log_partition[0]))
         g_b, dg_b = Moments.from_posterior(logZ_b, mean_b[None], cov_b[None], om[None],
-                                           V).gout()
+                                           V).output_functions()
         lam = float(np.linalg.norm(np.linalg.inv(V), 2))
         eg = discrepancy(g, g_b, 1e-2 * math.sqrt(lam))
         edg = discrepancy(dg, dg_b, 1e-2 * lam)

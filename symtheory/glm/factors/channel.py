@@ -7,7 +7,7 @@ et al., arXiv:2502.00901).  So every channel implements one method,
 :meth:`Channel.moments`, returning :class:`~symtheory.glm.integrate.moments.Moments`
 (``log Z_out`` and the centred mean and covariance), and ``g_out = d log Z_out / d omega``
 and ``dg_out`` are derived from them in one place
-(:meth:`~symtheory.glm.integrate.moments.Moments.gout`).
+(:meth:`~symtheory.glm.integrate.moments.Moments.output_functions`).
 
 Layouts: a multi-index channel takes ``omega (n, P, M)`` and ``V (P, P)`` (tokens
 ``m`` independent given ``omega``); a scalar channel (``P = M = 1``) also takes arrays
@@ -40,7 +40,7 @@ class Channel(ABC):
 
     def gout(self, y, omega, V, *params):
         """``(g_out, dg_out)``, derived from :meth:`moments`."""
-        return self.moments(y, omega, V, *params).gout()
+        return self.moments(y, omega, V, *params).output_functions()
 
     def log_partition(self, y, omega, V, *params) -> np.ndarray:
         """``log Z_out(y; omega, V)``."""

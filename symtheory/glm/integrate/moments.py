@@ -90,7 +90,7 @@ class Moments:
         """``(log Z_out, E[z|y], Cov(z|y))``: the uncentred moments."""
         return self.log_partition, self.mean, self.cov
 
-    def gout(self):
+    def output_functions(self):
         """``(g_out, dg_out)``: ``g_out = V^{-1}(E[z_{.m}|y] - omega_{.m})`` and
         ``[dg_out]_{am,bn} = [V^{-1} (Cov(z_{.m}, z_{.n}|y) - V delta_mn) V^{-1}]_{ab}``
         (Eq. 12 of Troiani et al., arXiv:2502.00901; Eqs. (3)-(4) of Rangan, ISIT 2011 for

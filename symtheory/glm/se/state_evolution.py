@@ -494,7 +494,7 @@ class StateEvolution(StagedSolve, MapLinearization):
         if getattr(self, "_last_gout", (None,))[0] == key:
             return self._last_gout[1]
         moments = self.posterior_moments(Q)
-        out = moments.gout()
+        out = moments.output_functions()
         omega, V = moments.omega, moments.V
         if self.estimator == "cross":
             from ..integrate.laplace_qmc import independent_half_means
@@ -587,7 +587,7 @@ class StateEvolution(StagedSolve, MapLinearization):
         if ref is None or ref[0] != self._refined_key(Q):
             return None
         Qhat, stderr, _, _ = self._qhat_from_gout(*self.gout_at(Q), self.alpha, Q)
-        Qhat_ref, _, _, _ = self._qhat_from_gout(*ref[1].gout(), self.alpha, Q)
+        Qhat_ref, _, _, _ = self._qhat_from_gout(*ref[1].output_functions(), self.alpha, Q)
         free = self.mask > 0
         diff = np.abs(Qhat - Qhat_ref)[free]
         if not diff.size or not np.any(diff > 0):

@@ -223,18 +223,9 @@ def staircase(model, *, learned_row=None, samples=4096, batches=8, seed=0, rule=
     measured by the coarsened rule as part of the error bar, stays far below the
     statistical error that sets the cost (1.5e-6 vs 1.2e-2 at c = 1 with 1024 samples)."""
     t0 = time.perf_counter()
-    if model.reduction is None:
-        raise ParameterError("the staircase needs a noiseless link with a DeterministicReduction")
-    if not model.is_even:
-        raise ParameterError("the staircase needs an even model (its rows must be an invariant "
-                             "subspace of the SE)")
+    _check_model(model)
     if learned_row is None:
-        wr = weak_recovery(model, outer_nodes=32, rule=TensorRule("gauss-hermite", 24))
-        lam_G, vec = np.linalg.eigh(wr.subspace)
-        rows = [a for a in range(model.P) if abs(vec[a, -1]) > 1e-6]
-        if len(rows) != 1 or np.sum(lam_G > 1e-8) != 1:
-            raise ParameterError("the first learnable subspace is not a single row; give learned_row")
-        learned_row = rows[0]
+        learned_row = _first_learned_row(model)
     smap = StaircaseMap(model, learned_row, samples=samples, batches=batches, seed=seed,
                         rule=rule, max_peaks=max_peaks, prior=prior, nodes_per_sd=nodes_per_sd)
     scan = []
@@ -320,3 +311,22 @@ def staircase(model, *, learned_row=None, samples=4096, batches=8, seed=0, rule=
                            "Brent in q)", subspace=G_full, eigenvalue=at["lam"],
                            converged=bool(root.converged and stable), message=msg,
                            seconds=time.perf_counter() - t0, details=details)
+
+
+def _check_model(model):
+    if model.reduction is None:
+        raise ParameterError("the staircase needs a noiseless link with a DeterministicReduction")
+    if not model.is_even:
+        raise ParameterError("the staircase needs an even model (its rows must be an invariant "
+                             "subspace of the SE)")
+
+
+def _first_learned_row(model) -> int:
+    """The row learned at the weak-recovery threshold (the row carrying its PSD
+    eigenvector)."""
+    wr = weak_recovery(model, outer_nodes=32, rule=TensorRule("gauss-hermite", 24))
+    lam_G, vec = np.linalg.eigh(wr.subspace)
+    rows = [a for a in range(model.P) if abs(vec[a, -1]) > 1e-6]
+    if len(rows) != 1 or np.sum(lam_G > 1e-8) != 1:
+        raise ParameterError("the first learnable subspace is not a single row; give learned_row")
+    return rows[0]
