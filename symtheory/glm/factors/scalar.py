@@ -182,10 +182,6 @@ class ScalarChannel(Channel):
         out = self.kernel.vec(y.ravel(), omega.ravel(), V, *vals)
         return out.reshape(y.shape + (3,))
 
-    def log_partition(self, y, omega, V, *params):
-        """``log Z_out(y; omega, V)`` arrays (broadcast over ``y, omega``)."""
-        return self._evaluate(y, omega, V, params)[..., 0]
-
     def moments(self, y, omega, V, *params) -> Moments:
         """Posterior moments from the derived ``g_out`` and ``dg_out`` (Tweedie:
         ``E[z|y] - omega = V g_out``, ``Cov(z|y) - V = V^2 dg_out``).
