@@ -18,6 +18,7 @@ input (any scaling, any argument)    output
                                       (so ``exp(x**2) erfc(x) -> Erfcx(x)``)
 ``Phi(t)``                           ``exp(LogNdtr(t))``
 ``log(1 + exp(x))``                  ``Log1pExp(x)``
+``log(a exp(X) + b exp(Y))``          ``log a + X + Log1pExp(Y - X + log(b/a))``
 ``1/(1 + exp(-x))``                  ``Expit(x)``
 ``log(exp(L) * ...)``                ``L + log(...)``  (``expand_log``)
 ===================================  ======================================
@@ -123,6 +124,14 @@ def _rewrite_log(e: sp.log):
         one, other = sorted(arg.args, key=lambda a: not a.is_Number)
         if one == 1 and isinstance(other, sp.exp):
             return Log1pExp(other.args[0])
+        # log(a exp(X) + b exp(Y)) = log a + X + Log1pExp(Y - X + log(b/a)), a, b > 0:
+        # a sum of two probabilities in logs, which underflows to log 0 (and its
+        # derivative to 0/0) when both are below 1e-308
+        terms = [t.as_independent(sp.exp, as_Add=False) for t in arg.args]
+        if all(isinstance(x, sp.exp) and c.is_positive for c, x in terms):
+            (a, ex), (b, ey) = terms
+            X, Y = ex.args[0], ey.args[0]
+            return sp.log(a) + X + Log1pExp(Y - X + sp.log(b / a))
     return e
 
 

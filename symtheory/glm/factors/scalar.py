@@ -249,7 +249,7 @@ def _discontinuities(expr, u):
             if r.is_real is not False and not r.has(sp.I):
                 points.add(sp.simplify(r))
     try:
-        return sorted(points, key=lambda r: sp.Float(r) if r.is_number else r)
+        return sorted(points, key=lambda r: sp.N(r, 30) if r.is_number else r)
     except TypeError:
         raise ParameterError(f"cannot order the discontinuities {sorted(map(str, points))} of "
                              "the likelihood: give the thresholds numbers or sign assumptions") from None
@@ -263,6 +263,12 @@ def _on_piece(expr, u, point):
             return 1
         if v.is_negative:
             return -1
+        if v.is_number:
+            # a number SymPy cannot order symbolically (e.g. erfinv): its value decides, when
+            # clearly nonzero at 50 digits
+            val = sp.N(v, 50)
+            if val.is_real and abs(val) > sp.Float("1e-40"):
+                return 1 if val > 0 else -1
         raise ParameterError(f"the sign of {arg} on the piece around u = {point} is undecided")
 
     expr = sp.sympify(expr).replace(sp.Heaviside,
@@ -331,7 +337,12 @@ def _derive_log_partitions(likelihood_s, y_s, u_s, levels, noise_s, split):
         if Z.has(sp.Integral):
             raise ValueError(f"SymPy could not integrate the likelihood against the Gaussian "
                              f"(level y = {level}): {Z}")
-        Z = sp.simplify(Z)
+        # a sum of Gaussian interval probabilities is rewritten into its stable form as
+        # SymPy returns it: simplify() first turns c (Phi(t) - Phi(s)) into a difference of
+        # separate exponentials of LogNdtr, which cancels in the tails (a symbolic
+        # threshold loses its interval); other integrals are simplified as before
+        stable_Z = stable.stabilize(Z)
+        Z = stable_Z if stable_Z.has(special.LogNdtrDiff) else sp.simplify(Z)
         out.append((level, stable.stabilize(_cancel_rational_part(
             sp.expand_log(sp.log(Z), force=True)))))
     return out, omega, V
