@@ -623,3 +623,21 @@ def test_ladder_inverse_variable_and_validation():
     with pytest.raises(ParameterError, match="agreement must be > 0"):
         _ladder(agreement=0.0)
 
+
+# ------------------------------------------------------------------ results on the Result base
+def test_solver_results_are_results_with_their_old_signatures():
+    """SolverResult keeps its positional signature (value, converged, iterations, residual,
+    method, message); fixed_point's truncation is its error estimate; PrecisionRoot's
+    confirmed is its converged."""
+    from symtheory.core.result import Result
+    from symtheory.core.solvers import SolverResult
+
+    r = SolverResult(0.5, True, 3, 0.0, "brent", "msg")
+    assert isinstance(r, Result) and (r.value, r.iterations, r.message) == (0.5, 3, "msg")
+    A = np.array([[0.5, 0.1], [0.2, 0.3]])
+    fp = fixed_point(lambda v: A @ v + 1.0, np.zeros(2), tol=1e-6, stability=True)
+    assert fp.error_kind == "estimate" and np.array_equal(fp.error, fp.truncation)
+    assert fixed_point(math.cos, 0.0).error is None
+    pr = refine_root_mp(lambda v: mpmath.cos(v) - v, 0.7390851332151607, digits=20)
+    assert isinstance(pr, Result) and pr.confirmed is pr.converged is True
+    assert pr.iterations > 2 and pr.error < mpmath.mpf(10) ** -20 and pr.residual < 1e-25

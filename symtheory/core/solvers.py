@@ -26,6 +26,7 @@ from typing import Callable
 
 import numpy as np
 
+from .result import Result, alias
 from .validate import ParameterError, real
 
 
@@ -45,14 +46,20 @@ class NoBracketError(ValueError):
 
 
 @dataclass
-class SolverResult:
-    """Outcome of a root or fixed-point solve."""
+class SolverResult(Result):
+    """Outcome of a root or fixed-point solve (:class:`~symtheory.core.result.Result`).
 
-    value: object
-    converged: bool
-    iterations: int
-    residual: float
-    method: str
+    Constructed positionally as ``SolverResult(value, converged, iterations, residual,
+    method, message, history)`` (the base's fields are redeclared positional for that).
+    ``error``: for :func:`fixed_point` with a Jacobian at the end, the ``truncation``
+    (``error_kind="estimate"``), else ``None``.
+    """
+
+    value: object = None
+    converged: bool = False
+    iterations: int = 0
+    residual: float = math.nan
+    method: str = ""
     message: str = ""
     history: list = field(default_factory=list)
     evaluations: int = 0          # calls of the user's function
@@ -442,6 +449,8 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     result.evaluations, result.stable, result.escapes, result.jacobian = evaluations, stable, escapes, J
     result.jacobian_reuses = reuses
     result.truncation = truncation
+    if truncation is not None:         # the distance left: fixed_point's error estimate
+        result.error, result.error_kind = _out(shaped(truncation)), "estimate"
     if J is not None and last_jacobian is not None and last_jacobian[1] is J:
         # where the reported Jacobian was computed and how far it holds: what a later
         # solve may take as its jacobian_start (a seed keeps its own point, so it does
@@ -545,15 +554,22 @@ def fixed_points_from_starts(F: Callable, starts: dict, *, distinct_tol=1e-6, **
 
 
 @dataclass
-class PrecisionRoot:
-    """A root computed at ``digits`` significant digits and confirmed at ``2*digits``."""
+class PrecisionRoot(Result):
+    """A root computed at ``digits`` significant digits and confirmed at ``2*digits``:
+    ``value`` the mpf at ``digits`` (+ guard) precision, ``value_check`` the one of the
+    ``2*digits`` solve; ``error`` their difference (``"estimate"``: the second is far
+    more accurate); ``converged`` (also ``confirmed``) when they agree to ``digits``
+    (``agreement_digits``); ``iterations`` the evaluations of the function; ``residual``
+    ``|f(value)|``."""
 
-    value: object          # mpf at `digits` (+ guard) precision
-    value_check: object    # mpf from the 2*digits solve
-    digits: int
-    confirmed: bool
-    agreement_digits: float
-    seconds: float
+    value_check: object = None
+    digits: int = 0
+    agreement_digits: float = math.nan
+    seconds: float = math.nan
+    error_kind: str = field(default="estimate", kw_only=True)
+    method: str = field(default="secant (mpmath)", kw_only=True)
+
+    confirmed = alias("converged", "The two solves agree to ``digits``.")
 
 
 def refine_root_mp(f_mp: Callable, x0, *, digits: int, guard: int = 10, x_scale=None,
@@ -571,30 +587,40 @@ def refine_root_mp(f_mp: Callable, x0, *, digits: int, guard: int = 10, x_scale=
     if digits < 1:
         raise ValueError(f"digits must be >= 1, got {digits}")
     t0 = time.perf_counter()
+    calls = 0
+
+    def f_counted(v):
+        nonlocal calls
+        calls += 1
+        return f_mp(v)
 
     def solve(start, dps):
+        """The root at ``dps`` digits and ``|f|`` there."""
         with mpmath.workdps(dps):
             s = mpmath.mpf(start)
             # second secant point at the accuracy of the start (float64: ~1e-13)
             h = abs(s) * mpmath.mpf(10) ** (-13) if s != 0 else mpmath.mpf(10) ** (-20)
             # relative step tolerance a few digits above the working precision
             tol = mpmath.mpf(10) ** (-(dps - guard // 2))
-            root = mpmath.findroot(f_mp, (s, s + h), solver="secant", tol=tol, maxsteps=60,
-                                   verify=False)
-            fval = abs(f_mp(root))
+            root = mpmath.findroot(f_counted, (s, s + h), solver="secant", tol=tol,
+                                   maxsteps=60, verify=False)
+            fval = abs(f_counted(root))
             scale = abs(root) if root != 0 else mpmath.mpf(1)
             if fval > mpmath.mpf(10) ** (-(dps - guard)) * max(scale, 1):
                 raise ArithmeticError(f"{name}: secant did not reach |f| small at {dps} digits "
                                       f"(|f|={mpmath.nstr(fval, 5)})")
-            return root
+            return root, fval
 
-    v1 = solve(x0, digits + guard)
-    v2 = solve(v1, 2 * digits + guard)
+    v1, f1 = solve(x0, digits + guard)
+    v2, _ = solve(v1, 2 * digits + guard)
     with mpmath.workdps(2 * digits + guard):
         diff = abs(v1 - v2)
         scale = abs(v2) if v2 != 0 else mpmath.mpf(1)
         agree = float(-mpmath.log10(diff / scale)) if diff != 0 else float(2 * digits + guard)
-    return PrecisionRoot(v1, v2, digits, agree >= digits, agree, time.perf_counter() - t0)
+    return PrecisionRoot(value=v1, value_check=v2, digits=digits, converged=agree >= digits,
+                         agreement_digits=agree, seconds=time.perf_counter() - t0, error=diff,
+                         iterations=calls, residual=float(f1),
+                         message=f"agrees with the {2 * digits}-digit solve to {agree:.1f} digits")
 
 
 def _ldexp_mp(x, e):
