@@ -84,7 +84,6 @@ def ridge_mse(alpha, delta) -> float:
     return theory().ridge_error(alpha, delta)
 
 
-
 # --------------------------------------------------------------------- fixed point
 @dataclass
 class BOPoint(Result):
@@ -172,6 +171,7 @@ def solve_overlap(alpha, beta, rho, delta=0.0, *, rtol=MMSE_RTOL) -> CertifiedRo
     v_lo = _genie_solution(alpha, rho_c, delta, v_hi)  # beta = inf genie: lower bound
     # at beta = inf the genie is the model: its fixed point is the root
     v = v_lo if math.isinf(beta_c) else bracketed_root(lambda x: ev(x).value - x, v_lo, v_hi)
+    # at_most: the root is < 1 for alpha > 0 (a v above 1 within its bound is 1)
     sol = certify_root(residual, v, v_lo, v_hi, rtol=rtol, evaluations=len(cache), at_most=1.0,
                        hint="precision= (mpmath) gives more digits",
                        no_root="alpha is within the evaluation accuracy of alpha_PR (Delta = 0)")
