@@ -45,6 +45,9 @@ def _check(report, reference):
         # >= 6 significant digits asked; the stated error bar must cover the difference
         assert abs(t.alpha - ref) <= max(t.error, 1e-15), (kind, t.alpha, t.error)
         assert t.error < 1e-6 * ref, (kind, t.error)
+    # the spinodal is where the SE map's slope crosses 1; the finite difference carries
+    # O(1e-8) truncation and ~1e-12/1e-4 rounding, 1e-6 leaves a margin of 100
+    assert abs(found["alpha_alg"].map_slope - 1) < 1e-6, found["alpha_alg"].map_slope
 
 
 @pytest.mark.slow

@@ -171,6 +171,19 @@ class ScalarGlmSE:
         return {"V": V, "q": self.rho - V, "alpha": alpha, "qhat": qhat, "Psi": Psi,
                 "psi_out": psi_out, "phi": phi}
 
+    def map_slope(self, alpha, V, rel_step=1e-4) -> float:
+        """``T'(V)`` of the SE map ``T(V) = mmse_P(alpha Psi(V))`` at fixed ``alpha``: the
+        Jacobian's eigenvalue (``P = 1``), which crosses 1 at a spinodal.  Central
+        differences (one-sided at ``v_max``) with step ``rel_step V``: truncation
+        ``O(rel_step^2)``, rounding ``~ rtol / rel_step``."""
+        h = rel_step * V
+
+        def T(v):
+            return self.mmse(alpha * self.channel_terms(v)[0][0])
+        if V + h < self.v_max:
+            return (T(V + h) - T(V - h)) / (2 * h)
+        return (3 * T(V) - 4 * T(V - h) + T(V - 2 * h)) / (2 * h)
+
     def alpha_of(self, V) -> float:
         return self.point(V)["alpha"]
 

@@ -43,11 +43,14 @@ ROOT_RTOL = 1e-13
 @dataclass
 class PhaseTransition(Result):
     """A threshold: ``value`` (also ``alpha``), its ``error`` bar, ``kind`` (``alpha_c``,
-    ``alpha_alg``, ``alpha_IT``), the error ``V`` of the fixed point where it occurs and
-    ``digits_confirmed`` (``None``: float64 only)."""
+    ``alpha_alg``, ``alpha_IT``), the error ``V`` of the fixed point where it occurs,
+    ``digits_confirmed`` (``None``: float64 only) and, at a spinodal, ``map_slope``: the SE
+    map's derivative ``T'(V)`` there, 1 where the Jacobian's eigenvalue crosses 1 (a check
+    of the extremum of ``alpha(V)``, computed independently of it)."""
 
     kind: str = ""
     V: float = math.nan
+    map_slope: float = math.nan
     digits_confirmed: float | None = None
     extrapolation_error: float = 0.0
     error_kind: str = field(default="estimate", kw_only=True)
@@ -56,7 +59,7 @@ class PhaseTransition(Result):
 
     def row(self):
         return {"kind": self.kind, "alpha": self.value, "error": self.error,
-                "method": self.method,
+                "method": self.method, "map_slope": self.map_slope,
                 "digits_confirmed": math.nan if self.digits_confirmed is None
                 else self.digits_confirmed}
 
@@ -197,6 +200,7 @@ def _transitions(curve: _Curve, V_min, n) -> dict:
         return {"transitions": out, "curve": pts, "perfect_recovery": False,
                 "trivial": trivial, "message": "; ".join(msgs)}
     out.append(PhaseTransition(kind="alpha_alg", value=alpha_alg, V=V_alg, converged=True,
+                               map_slope=se.map_slope(alpha_alg, V_alg),
                                method="spinodal: end of the uninformed branch (extremum of "
                                       "alpha(V), bounded Brent in log V)",
                                message="AMP from an uninformed start leaves its branch here"))
