@@ -369,6 +369,8 @@ REWRITES = [
     # two probabilities both below 1e-308 at |x| = 30
     (sp.log(2 * sp.exp(-x**2) + 3 * sp.exp(-2 * x**2 + x)), special.Log1pExp),
     (1 / (1 + sp.exp(-x)), special.Expit),
+    # a Laplace prior's log-partition: exp(900) erfc(-30) overflows at x = -30
+    (sp.log(sp.exp(x**2) * sp.erfc(x) + sp.exp((x - 1)**2) * sp.erfc(-x + 1)), special.LogErfcx),
     (sp.log(sp.erf(x + 1) - sp.erf(x)), special.LogNdtrDiff),
 ]
 

@@ -92,13 +92,14 @@ def test_no_first_order_transition_with_a_gaussian_prior():
 
 @pytest.mark.parametrize("case", ["rademacher-sign", "gaussian-sign",
                                   pytest.param("gauss_bernoulli-sign", marks=pytest.mark.slow),
-                                  "rademacher-door", "rademacher-probit"])
+                                  "rademacher-door", "rademacher-probit",
+                                  pytest.param("laplace-probit", marks=pytest.mark.slow)])
 def test_i_mmse_along_the_fixed_point_curve(case, door):
     """``d phi / d alpha = psi_out`` along a branch (the envelope theorem): by central
     differences of ``phi(V)`` and ``alpha(V)`` in ``V`` (step 1e-4 relative: truncation
     ~1e-8, quadrature noise 1e-10/1e-4) against ``psi_out`` there, to 1e-6."""
     prior_name, chan = case.split("-")
-    prior = {"rademacher": S.rademacher, "gaussian": S.gaussian,
+    prior = {"rademacher": S.rademacher, "gaussian": S.gaussian, "laplace": _laplace,
              "gauss_bernoulli": lambda: S.gauss_bernoulli(0.3)}[prior_name]()
     if chan == "door":
         se = ScalarGlmSE(door[0], prior, door[1])
@@ -112,11 +113,20 @@ def test_i_mmse_along_the_fixed_point_curve(case, door):
     assert slope == pytest.approx(mid["psi_out"], abs=1e-6)
 
 
+def _laplace():
+    """A density prior: ``p(w) = exp(-|w|)/2``, its log-partition by ``sympy.integrate``."""
+    w = sp.Symbol("w", real=True)
+    return S.SeparablePrior("laplace", [S.density_component(sp.exp(-sp.Abs(w)) / 2, w)])
+
+
 def test_declared_priors_pass_their_checks_and_bad_ones_are_refused():
     w = sp.Symbol("w", real=True)
-    laplace = S.SeparablePrior("laplace", [S.density_component(sp.exp(-sp.Abs(w)) / 2, w)],
-                               check=False)
+    laplace = _laplace()
     assert laplace.second_moment == pytest.approx(2.0)
+    # SymPy's closed form against scipy.quad (refused above 1e-9); the normalization at a
+    # small A to 1e-12 (module docstring of separable_prior)
+    assert laplace.report["log Z vs quadrature"] < 1e-12
+    assert laplace.report["normalization"] < 1e-14
     ternary = S.discrete({-1: sp.Rational(1, 4), 0: sp.Rational(1, 2), 1: sp.Rational(1, 4)})
     assert ternary.report["nishimori"] < 1e-12
     with pytest.raises(ParameterError, match="does not normalize"):
