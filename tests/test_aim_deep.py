@@ -96,16 +96,18 @@ def test_layerwise_prior_is_the_single_layer_map_per_layer():
     assert prior.layer_overlap(0, 0.0) == pytest.approx(0.5, abs=1e-15)   # sqrt(rho)^2
     with pytest.raises(ValueError, match="q_hat"):
         prior.layer_overlap(0, -1.0)
-    with pytest.raises(NotImplementedError, match="free entropy"):
+    with pytest.raises(NotImplementedError, match="free-entropy term"):
         prior.psi(np.eye(2))
     for bad in (0.0, math.inf, -1.0):
         with pytest.raises(ParameterError, match="rho"):
             layer_prior(2, bad)
-    from symtheory.glm.factors.spectral_priors import LayerwiseMatrixPrior
+    from symtheory.glm.factors.spectral_priors import LayerwiseMatrixPrior, SpectralPrior
     with pytest.raises(ValueError, match="at least one layer"):
-        LayerwiseMatrixPrior([], [], [])
+        LayerwiseMatrixPrior([])
     with pytest.raises(ValueError, match="Q0 > mean"):
-        LayerwiseMatrixPrior([abs], [1.0], [1.0])
+        SpectralPrior(abs, 1.0, 1.0)
+    with pytest.raises(ValueError, match="SpectralPrior"):
+        LayerwiseMatrixPrior([abs])
 
 
 @pytest.mark.parametrize("kwargs, name", [(dict(samples=1), "samples"), (dict(seed=-1), "seed"),
@@ -119,60 +121,54 @@ def test_deep_se_point_rejects_bad_input(kwargs, name):
         deep_se_point(0.3, **args)
 
 
-def test_block_gamp_equals_separate_runs():
-    """Two independent linear-Gaussian problems run as blocks of one GAMP give exactly the
-    two single-block runs (per-block V, A, noise, denoiser): blocks must not interact."""
-    from symtheory.glm.gamp.engine import gamp
+def test_gamp_rows_equal_separate_runs():
+    """Two independent linear-Gaussian problems run as two rows of one GAMP (each row its
+    own sensing matrix) give exactly the two single-row runs (per-row V, A, noise,
+    denoiser): rows of a separable prior must not interact."""
+    from symtheory.glm.factors.channel import Channel
+    from symtheory.glm.factors.prior import DenoiserPrior
+    from symtheory.glm.factors.scalar import gaussian_noise_channel
+    from symtheory.glm.gamp.loop import DenseOperator, RowwiseOperator, gamp
+    from symtheory.glm.integrate.moments import Moments
 
     rng = np.random.default_rng(0)
-    p, n, delta = (60, 80), (90, 50), 0.1
-    Phis = [rng.standard_normal((n[b], p[b])) / math.sqrt(p[b]) for b in range(2)]
-    xs = [rng.standard_normal(p[b]) for b in range(2)]
-    ys = [Phis[b] @ xs[b] + math.sqrt(delta) * rng.standard_normal(n[b]) for b in range(2)]
+    p, n, delta = 60, 90, 0.1
+    Phis = [rng.standard_normal((n, p)) / math.sqrt(p) for _ in range(2)]
+    xs = [rng.standard_normal(p) for _ in range(2)]
+    ys = [Phis[b] @ xs[b] + math.sqrt(delta) * rng.standard_normal(n) for b in range(2)]
+    ch = gaussian_noise_channel()
 
-    class AWGN:
-        def __init__(self, out_block=None):
-            self.out_block = out_block
+    class TwoRows(Channel):   # the same Gaussian channel on each row, V = diag(V_0, V_1)
+        P, M = 2, 1
 
-        def gout(self, y, omega, V):
-            V = V if self.out_block is None else np.asarray(V)[self.out_block]
-            return (y - omega) / (delta + V), -np.ones_like(y) / (delta + V)
+        def moments(self, y, omega, V):
+            n = len(omega)
+            logZ, shift, cshift = np.zeros(n), np.empty((n, 2, 1)), np.zeros((n, 2, 2))
+            for a in range(2):
+                m = ch.moments(y[:, a], omega[:, a, 0], V[a, a], delta)
+                logZ += m.log_partition
+                shift[:, a, 0], cshift[:, a, a] = m.mean_shift, m.cov_shift
+            return Moments(logZ, shift, cshift, omega, V)
 
-    def gauss(R, s):               # N(0, 1) prior, per coordinate noise s (scalar per block)
-        return R / (1 + s), s / (1 + s)
-
+    gauss = DenoiserPrior(lambda R, s: (R / (1 + s[:, None]), s / (1 + s)))
     kw = dict(damping=0.2, max_iter=30, tol=1e-30, restore_best=False)
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        single = [gamp(Phis[b], ys[b], channel=AWGN(), denoiser=gauss, truth=xs[b], **kw)
-                  for b in range(2)]
-        out_b = np.repeat([0, 1], n)
-        in_b = np.repeat([0, 1], p)
-        Phi = np.zeros((sum(n), sum(p)))
-        Phi[:n[0], :p[0]], Phi[n[0]:, p[0]:] = Phis
-        block = gamp(Phi, np.concatenate(ys), channel=AWGN(out_b), blocks=(out_b, in_b),
-                     denoiser=lambda R, s: (R / (1 + np.asarray(s)[in_b]),
-                                            np.asarray(s) / (1 + np.asarray(s))),
-                     truth=np.concatenate(xs), **kw)
-    assert np.allclose(block.estimate[:p[0]], single[0].estimate, atol=1e-12)
-    assert np.allclose(block.estimate[p[0]:], single[1].estimate, atol=1e-12)
-    assert np.allclose(block.variance, [single[0].variance, single[1].variance], atol=1e-14)
+        single = [gamp(DenseOperator(Phis[b]), ys[b], ch, gauss, channel_params=(delta,),
+                       truth=xs[b][None], **kw) for b in range(2)]
+        rows = gamp(RowwiseOperator(Phis), np.stack(ys, axis=1), TwoRows(), gauss,
+                    W0=np.zeros((2, p)), truth=np.stack(xs), **kw)
+    for b in range(2):
+        assert np.allclose(rows.W[b], single[b].W[0], atol=1e-12)
+    assert np.allclose(rows.variance, [single[0].variance, single[1].variance], atol=1e-14)
 
 
-def test_block_gamp_rejects_bad_blocks():
-    from symtheory.glm.gamp.engine import gamp
+def test_rowwise_operator_rejects_rows_of_different_shapes():
+    from symtheory.glm.gamp.loop import RowwiseOperator
 
-    Phi = np.eye(4)
-    with pytest.raises(ValueError, match="blocks"):
-        gamp(Phi, np.zeros(4), channel=None, denoiser=None,
-             blocks=(np.array([0, 0, 1]), np.array([0, 0, 1, 1])))
-    with pytest.raises(ValueError, match="negative"):
-        gamp(Phi, np.zeros(4), channel=None, denoiser=None,
-             blocks=(np.array([0, 0, -1, 1]), np.array([0, 0, 1, 1])))
-    with pytest.raises(ValueError, match="every block"):
-        gamp(Phi, np.zeros(4), channel=None, denoiser=None,
-             blocks=(np.array([0, 0, 0, 0]), np.array([0, 0, 1, 1])))
+    with pytest.raises(ValueError, match="one shape"):
+        RowwiseOperator([np.eye(4), np.eye(3)])
 
 
 def test_se_samples_have_the_law_of_aim_md_3_7():

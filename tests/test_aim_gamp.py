@@ -58,10 +58,10 @@ def test_operator_applies_the_unit_sensing_matrices():
     D = aim_data.generate(17, 0.2, rho=0.4, seq_len=3, seed=4)
     op = IndexOperator(D.X)
     np.testing.assert_allclose(op.forward(D.S), _u_from_h(D.h), atol=1e-12)
-    L = op.linear_operator()
+    L = op.row_operator()
     rng = np.random.default_rng(0)
-    x, g = rng.standard_normal(op.p), rng.standard_normal(op.n * op.K)
-    assert (L @ x) @ g == pytest.approx(x @ (L.T @ g), rel=1e-12)
+    x, g = rng.standard_normal((2, op.p)), rng.standard_normal((op.n, 2, op.K))
+    assert np.sum(L.forward(x) * g) == pytest.approx(np.sum(x * L.adjoint(g)), rel=1e-12)
     assert np.mean(op.vec(D.S) ** 2) == pytest.approx(np.sum(D.S ** 2) / D.d, rel=1e-12)
     np.testing.assert_allclose(op.unvec(op.vec(D.S)), D.S, atol=1e-14)
 
@@ -106,7 +106,8 @@ def test_first_iteration_matches_the_state_evolution():
     D = aim_data.generate(60, 0.3, rho=0.5, seq_len=2, seed=0)
     res = run_gamp(D, max_iter=1)
     se = se_engine(D)
-    assert res.trace["D"][0] == pytest.approx(1 / se.qhat(se.v_max), rel=4 * math.sqrt(2 / 2160))
+    # row 0 of the trace is the start; row 1 the first iteration
+    assert res.trace["D"][1] == pytest.approx(1 / se.qhat(se.v_max), rel=4 * math.sqrt(2 / 2160))
 
 
 @pytest.mark.parametrize("link, T, alpha, se, bound", [

@@ -87,7 +87,7 @@ def test_gout_is_the_gradient_of_log_z(m, V, s1, s2):
     ch = T.hardmax_channel("bayes")
     s = np.array([[s1, s2]], float)
     om = np.array([m], float)
-    g = ch.gout(s, om, V)[0]
+    g = ch.gout(s, om, V)[0][0, 0]
     eps = 1e-5
     fd = []
     for i in range(3):
@@ -99,11 +99,34 @@ def test_gout_is_the_gradient_of_log_z(m, V, s1, s2):
     assert np.allclose(g, fd, rtol=1e-6, atol=1e-6)
 
 
+@settings(max_examples=20, deadline=None)
+@given(m=st.lists(st.floats(-3, 3), min_size=3, max_size=3), V=st.floats(0.05, 2),
+       s1=st.sampled_from([-1, 1]), s2=st.sampled_from([-1, 1]))
+def test_dgout_is_the_derivative_of_gout(m, V, s1, s2):
+    """Bayes dg_out (the Hessian of log Z_out from Plackett's identity differentiated once
+    more, ``BivariateOrthantChannel.hessian``) against central differences of g_out, an
+    independent path (step 1e-5: truncation ~1e-10 relative, rounding ~1e-11/1e-5 ->
+    tolerance 1e-5 relative to the largest entry)."""
+    ch = T.hardmax_channel("bayes")
+    s = np.array([[s1, s2]], float)
+    om = np.array([m], float)
+    dg = ch.gout(s, om, V)[1][0, 0, :, 0, :]
+    eps = 1e-5
+    fd = np.empty((3, 3))
+    for i in range(3):
+        e = np.zeros((1, 3))
+        e[0, i] = eps
+        fd[:, i] = (ch.gout(s, om + e, V)[0][0, 0] - ch.gout(s, om - e, V)[0][0, 0]) / (2 * eps)
+    assert np.allclose(dg, dg.T, atol=1e-13)
+    assert np.max(np.abs(dg - fd)) <= 1e-5 * max(1.0, np.max(np.abs(fd)))
+
+
 def test_joint_density_variant_is_not_the_gradient():
     ch = T.hardmax_channel("joint-density")
     s, om = np.array([[1.0, -1.0]]), np.array([[0.3, -0.2, 0.5]])
     g = ch.gout(s, om, 0.5)[0]
     good = T.hardmax_channel("bayes").gout(s, om, 0.5)[0]
+    assert np.all(np.isnan(ch.gout(s, om, 0.5)[1]))     # no posterior: no Hessian
     assert np.max(np.abs(g - good)) > 0.05
 
 
@@ -117,7 +140,7 @@ def test_fisher_matches_monte_carlo():
     om = math.sqrt(q) * rng.standard_normal((n, 3))
     u = om + math.sqrt(V) * rng.standard_normal((n, 3))
     s = np.sign(u @ ch.P.T)
-    vals = np.sum(ch.gout(s, om, V) ** 2, axis=1)
+    vals = np.sum(ch.gout(s, om, V)[0][:, 0, :] ** 2, axis=1)
     est, se = vals.mean(), vals.std() / math.sqrt(n)
     assert abs(ch.fisher(q, V) - est) < 4 * se
 

@@ -281,8 +281,13 @@ def test_linear_rank_channel_gout():
     omega = rng.standard_normal((40000, lr.n_inputs))
     u_star = omega + math.sqrt(V + s2) * rng.standard_normal(omega.shape)
     u_star += rng.standard_normal((len(omega), 1)) * lr.kernel[:, 0]   # any preimage
-    g = ch.gout(u_star, omega, V)
+    g, dg = ch.gout(u_star, omega, V)
+    g = g[:, 0, :]
     assert np.max(np.abs(g @ lr.kernel)) < 1e-12
+    # dg_out = -P_perp/(V + sigma^2) for every sample, from the Gaussian posterior's covariance
+    Pi = np.eye(lr.n_inputs) - lr.kernel @ lr.kernel.T
+    np.testing.assert_allclose(dg[:3, 0, :, 0, :], np.broadcast_to(-Pi / (V + s2), (3,) + Pi.shape),
+                               atol=1e-12)
     sq = np.sum(g * g, axis=1)
     assert abs(sq.mean() - ch.fisher(None, V)) < 4 * sq.std() / math.sqrt(len(sq))
     assert ch.fisher(None, V) == 5 / (V + s2)

@@ -86,15 +86,17 @@ def test_gamp_rie_above_perfect_recovery():
 
 
 def test_gamp_reports_divergence():
+    from symtheory.glm.factors.prior import DenoiserPrior
     from symtheory.glm.factors.scalar import gaussian_noise_channel
-    from symtheory.glm.gamp.engine import gamp
+    from symtheory.glm.gamp.loop import DenseOperator, gamp
 
     rng = np.random.default_rng(0)
     Phi = rng.standard_normal((50, 100)) / 10
     y = rng.standard_normal(50)
     with pytest.warns(UserWarning, match="diverged"):
-        res = gamp(Phi, y, channel=gaussian_noise_channel(), channel_params=(0.1,),
-                   denoiser=lambda R, noise: (1e3 * R, 1.0), max_iter=20, restore_best=False)
+        res = gamp(DenseOperator(Phi), y, gaussian_noise_channel(),
+                   DenoiserPrior(lambda R, noise: (1e3 * R, 1.0)), channel_params=(0.1,),
+                   max_iter=20, restore_best=False)
     assert res.diverged and "exceeds" in res.message
 
 

@@ -180,6 +180,27 @@ def test_low_rank_limit():
         assert low_rank_point(a, 1e6, d).mmse == pytest.approx(bsr.ridge_mse(a, d), abs=2e-3)
 
 
+def test_solutions_report_on_the_result_base():
+    """BOPoint, the overlap solution, LowRankPoint and MMSEEstimate are core Results: the
+    old names are their value/error (``mmse``, ``mmse_error``, ``evaluations``), the
+    certified bound is of kind "bound", and the message says how the root was settled."""
+    from symtheory.bsr.theory import solve_overlap
+    from symtheory.core.result import Result
+
+    p = bsr.bo_point(0.3, 2.0, 0.5, 0.1)
+    assert isinstance(p, Result) and p.mmse == p.value and p.mmse_error == p.error
+    assert p.converged and p.error_kind == "bound" and p.message.startswith("certified to")
+    assert p.report()["iterations"] == p.iterations > 0
+    sol = solve_overlap(0.3, 2.0, 0.5, 0.1)
+    assert (sol.value, sol.error, sol.evaluations) == (p.mmse, p.mmse_error, p.iterations)
+    assert solve_overlap(0.0, 2.0, 0.5).method == "exact"
+    lr = low_rank_point(0.7, 3.0, 0.1)
+    assert isinstance(lr, Result) and lr.mmse == lr.value == 1 - lr.q and lr.method == "brent"
+    assert low_rank_point(0.1, 3.0, 0.1).message.endswith("nothing learned")
+    est = bsr.mmse_rie_estimate(2.0, 0.5, 0.4)
+    assert isinstance(est, bsr.MMSEEstimate) and est.converged and est.error > 0
+
+
 def test_extensive_rank_tends_to_low_rank_as_rho_vanishes():
     """At fixed alpha_lr, the extensive-rank error approaches the low-rank one as rho -> 0."""
     beta, a_lr = 1.0, 0.8

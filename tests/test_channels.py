@@ -329,7 +329,7 @@ def test_checks_fail_on_a_perturbed_kernel(gaussian):
 
 
 def test_prior_overlap_check():
-    from symtheory.glm.factors.priors import GaussianPrior
+    from symtheory.glm.factors.gaussian_prior import GaussianPrior
 
     prior = GaussianPrior()
     res = checks.check_prior_overlap(prior, qhats=(0.2, 4.0))
@@ -366,7 +366,11 @@ REWRITES = [
     (sp.exp(x**2) * sp.erfc(x), special.Erfcx),
     (sp.exp(-x**2) / sp.erfc(x), special.Erfcx),
     (sp.log(1 + sp.exp(x)), special.Log1pExp),
+    # two probabilities both below 1e-308 at |x| = 30
+    (sp.log(2 * sp.exp(-x**2) + 3 * sp.exp(-2 * x**2 + x)), special.Log1pExp),
     (1 / (1 + sp.exp(-x)), special.Expit),
+    # a Laplace prior's log-partition: exp(900) erfc(-30) overflows at x = -30
+    (sp.log(sp.exp(x**2) * sp.erfc(x) + sp.exp((x - 1)**2) * sp.erfc(-x + 1)), special.LogErfcx),
     (sp.log(sp.erf(x + 1) - sp.erf(x)), special.LogNdtrDiff),
 ]
 
@@ -403,3 +407,15 @@ def test_stabilized_kernel_is_accurate_in_the_tails(expr, target):
 def test_stabilize_leaves_other_expressions_alone():
     e = x**2 + sp.sin(x)
     assert stabilize(e) == e
+
+
+def test_accuracy_measure_confirms_a_cancelling_reference_at_twice_the_digits():
+    """g_out = 0 at a symmetric point: the 30-digit reference is rounding (5e-32 of O(0.05)
+    terms); the float 0 is exact, a float 1e-3 is wrong, and a plain error stays relative."""
+    from symtheory.glm.checks.scalar import _float_error
+    r30, r60 = mpmath.mpf("-4.93e-32"), mpmath.mpf(0)
+    assert _float_error(0.0, r30, False, lambda: r60, 30) == 0.0
+    assert _float_error(1e-3, r30, False, lambda: r60, 30) > 1e-3
+    exact = mpmath.mpf("0.25")
+    assert _float_error(0.25 * (1 + 1e-9), exact, False, lambda: exact, 30) == \
+        pytest.approx(1e-9, rel=1e-6)

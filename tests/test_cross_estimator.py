@@ -45,7 +45,7 @@ def test_half_means_pool_to_the_channel_mean(attention):
     the two halves' means: g = g_B + w (g_A - g_B) with one w in [0, 1] for every entry."""
     se = _se(attention, 64)
     Q = np.diag([0.3, 0.6])
-    g, _ = se.gout(Q)
+    g, _ = se.gout_at(Q)
     gA, gB = se.gout_halves(Q)
     a, b = (gA - gB).reshape(64, -1), (g - gB).reshape(64, -1)
     w = np.einsum("si,si->s", a, b) / np.einsum("si,si->s", a, a)
@@ -56,7 +56,7 @@ def test_half_means_pool_to_the_channel_mean(attention):
     mA, mB = independent_half_means(sums)
     assert np.allclose(pooled_mean(sums, [0, 2, 4, 6]), mA)
     assert np.allclose(pooled_mean(sums, np.arange(8)).reshape(g.shape),
-                       se.posterior_moments(Q)[1])
+                       se.posterior_moments(Q).mean)
 
 
 def test_cross_has_no_variance_bias_where_qhat_vanishes(attention):
@@ -135,7 +135,7 @@ def test_randomized_warm_up_ladder_and_its_fixed_point(attention, monkeypatch):
     fixed point a run without warm-up finds: two points of one map with residuals r1, r2
     are within (r1 + r2) / (1 - lambda) of each other (lambda: the Jacobian's spectral
     radius there), here doubled for the Jacobian's difference error."""
-    import symtheory.glm.se.state_evolution as se_module
+    import symtheory.glm.se.staged_solve as se_module
 
     monkeypatch.setattr(se_module, "WARMUP_MIN_SAMPLES", 16)
     seen = []
@@ -166,7 +166,7 @@ def test_randomized_stages_hand_over_the_jacobian_where_it_was_computed(attentio
     instead of drifting with the stages); deterministic rules never do.  What the engine
     does with it is tests/test_solvers.py's."""
     import symtheory.core.solvers as solvers
-    import symtheory.glm.se.state_evolution as se_module
+    import symtheory.glm.se.staged_solve as se_module
 
     monkeypatch.setattr(se_module, "WARMUP_MIN_SAMPLES", 16)
     calls = []

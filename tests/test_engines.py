@@ -24,7 +24,7 @@ def phase_retrieval():
 
 # ------------------------------------------------------------------ damping
 def test_every_engine_refuses_damping_outside_0_1(phase_retrieval):
-    from symtheory.glm.gamp.engine import gamp
+    from symtheory.glm.gamp.loop import DenseOperator, gamp
 
     X, y = np.ones((4, 3, 1)), np.ones((4, 1))
     for bad in (1.0, -0.2):
@@ -32,8 +32,7 @@ def test_every_engine_refuses_damping_outside_0_1(phase_retrieval):
             gamp_tokens(X, y, phase_retrieval.channel(), damping=bad)
         with pytest.raises(ParameterError, match=r"damping must be in \[0, 1\)"):
             # refused before the channel is used
-            gamp(np.ones((4, 3)), np.ones(4), channel=None, denoiser=lambda R, v: (R, v),
-                 damping=bad)
+            gamp(DenseOperator(np.ones((4, 3))), np.ones(4), None, None, damping=bad)
         with pytest.raises(ParameterError, match=r"damping must be in \[0, 1\)"):
             StateEvolution(phase_retrieval, 0.5, samples=10).solve(damping=bad)
 
@@ -102,7 +101,7 @@ def test_token_gamp_refuses_a_teacher_with_a_zero_row(phase_retrieval):
 
 
 def test_damped_bsr_gamp_rie_lands_on_the_bayes_optimal_error():
-    """BSR GAMP-RIE (glm.gamp.engine via bsr.gamp) at d = 60, beta = 1, rho = 0.5, alpha = 0.4,
+    """BSR GAMP-RIE (glm.gamp.loop via bsr.gamp) at d = 60, beta = 1, rho = 0.5, alpha = 0.4,
     noiseless, damping 0.3: final error within 0.04 of the Bayes-optimal one (the
     finite-size tolerance of tests/test_bsr_finite.py: fluctuations O(1/sqrt n) ~ 0.02)
     and within 1e-3 of the undamped run on the same data (same fixed point)."""

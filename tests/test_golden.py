@@ -30,7 +30,7 @@ def _bsr_rie_mmse_value():
 
 
 def _gaussian_prior_overlap():
-    from symtheory.glm.factors.priors import GaussianPrior
+    from symtheory.glm.factors.gaussian_prior import GaussianPrior
 
     GaussianPrior()
     return GaussianPrior._kernel

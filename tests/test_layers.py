@@ -57,14 +57,8 @@ def test_import_symtheory_stays_light():
 # parent packages (importing B runs their __init__).  Imports under ``if TYPE_CHECKING:``
 # are left out.  Module-level imports and function-level imports (inside a def, run when
 # called) are counted separately: the module-level graph must have no cycle at all; the
-# graph with the function-level imports added must have none either, but for the one
-# known cycle inside glm, which is being redesigned elsewhere (reported there).
+# graph with the function-level imports added must have none either.
 import ast  # noqa: E402
-
-KNOWN_FUNCTION_LEVEL_CYCLES = [
-    {"symtheory.glm.factors.gaussian_noise", "symtheory.glm.factors.multi_index"},
-]
-
 
 def _modules(root: Path) -> dict:
     mods = {}
@@ -169,8 +163,7 @@ def test_no_import_cycle_at_module_level():
 
 def test_no_import_cycle_with_function_level_imports():
     found = cycles(import_graph(ROOT, function_level=True))
-    unknown = [sorted(c) for c in found if c not in KNOWN_FUNCTION_LEVEL_CYCLES]
-    assert unknown == [], f"import cycles: {unknown}"
+    assert found == [], f"import cycles: {[sorted(c) for c in found]}"
     # the family cycles that were broken stay broken
     graph = import_graph(ROOT, function_level=True)
     for a, b in (("aim.cli", "aim.gamp_cli"), ("smi.cli", "smi.thresholds_cli"),

@@ -27,7 +27,7 @@ from symtheory.core.quadrature import AdaptiveRule, TensorRule
 from symtheory.core.validate import ParameterError
 from symtheory.glm import ChannelCheckError, MultiIndexModel
 from symtheory.glm.factors.discrete import DiscreteOutputChannel
-from symtheory.glm.integrate.moments import gout_from_moments
+from symtheory.glm.integrate.moments import Moments
 from symtheory.glm.checks.multi_index import brute_force_moments
 
 Z1, Z2 = sp.symbols("z1 z2", real=True)
@@ -73,10 +73,9 @@ def _compare(ch, y, omega, V):
     no NaN)."""
     g, dg = ch.gout(y[None], omega[None], V)
     assert np.all(np.isfinite(g)) and np.all(np.isfinite(dg))
-    logZ, _, _ = ch.moments(y[None], omega[None], V)
+    logZ, _, _ = ch.moments(y[None], omega[None], V).posterior()
     ref = reference_moments(ch.model, ch.noise_variance, y, omega, V, float(logZ[0]))
-    P, M = ch.P, ch.M
-    g_r, dg_r = gout_from_moments(ref[1].reshape(1, P, M), ref[2][None], omega[None], V)
+    g_r, dg_r = Moments.from_posterior(ref[0], ref[1][None], ref[2][None], omega[None], V).output_functions()
     # size floor 1e-3 of the natural scale (||V^-1||^1/2, ||V^-1||): g_out and dg_out can
     # vanish exactly (y = 0 at omega = 0: posterior = prior), where only an absolute
     # criterion means anything
@@ -359,7 +358,7 @@ def test_hardmax_with_two_rows_closed_form():
     V = np.array([[0.7, 0.2], [0.2, 0.5]])
     omega = 0.8 * rng.standard_normal((5, 2, 2))
     y = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
-    logZ, mean, cov = ch.moments(y, omega, V)
+    logZ, mean, cov = ch.moments(y, omega, V).posterior()
     Sigma = np.kron(V, np.eye(2))
     a = np.array([1.0, -1.0, 0.5, -0.5])           # flat index a M + m
     s2 = a @ Sigma @ a
@@ -391,12 +390,12 @@ def test_sign_product_over_tokens_factorizes(models):
         y = m2.g(Zs).reshape(6, 2)
         if delta:
             y = y + math.sqrt(delta) * rng.standard_normal(y.shape)
-        logZ, mean, cov = m2.channel(delta).moments(y, omega, V)
+        logZ, mean, cov = m2.channel(delta).moments(y, omega, V).posterior()
         ch1 = models["sign"].channel(delta)
         C = cov.reshape(6, 2, 2, 2, 2)
         total = 0.0
         for k in range(2):
-            l1, m1, c1 = ch1.moments(y[:, k:k + 1], omega[:, :, k:k + 1], V)
+            l1, m1, c1 = ch1.moments(y[:, k:k + 1], omega[:, :, k:k + 1], V).posterior()
             total = total + l1
             assert np.allclose(mean[:, :, k], m1[:, :, 0], atol=1e-12)
             assert np.allclose(C[:, :, k, :, k], c1, atol=1e-12)
@@ -412,11 +411,11 @@ def test_far_outputs_stay_finite_and_accurate(models):
     om = np.zeros((2, 1))
     for key, delta, y in (("tanh", 0.1, 6.0), ("sign", 0.1, -9.0), ("sign", 0.5, 25.0)):
         ch = models[key].channel(delta)
-        logZ, mean, cov = ch.moments(np.array([[y]]), om[None], V)
+        logZ, mean, cov = ch.moments(np.array([[y]]), om[None], V).posterior()
         assert np.all(np.isfinite(mean)) and np.all(np.isfinite(cov)) and np.isfinite(logZ[0])
         ref = brute_force_moments(models[key], delta, [y], om, V, shift=float(logZ[0]))
-        g, dg = gout_from_moments(mean, cov, om[None], V)
-        g_r, dg_r = gout_from_moments(ref[1].reshape(1, 2, 1), ref[2][None], om[None], V)
+        g, dg = Moments.from_posterior(logZ, mean, cov, om[None], V).output_functions()
+        g_r, dg_r = Moments.from_posterior(ref[0], ref[1][None], ref[2][None], om[None], V).output_functions()
         assert np.max(np.abs(g - g_r)) <= ACCEPT * np.max(np.abs(g_r)) + 1e-8
         assert np.max(np.abs(dg - dg_r)) <= ACCEPT * np.max(np.abs(dg_r))
         assert abs(logZ[0] - ref[0]) <= 1e-7 * abs(ref[0])
@@ -438,7 +437,7 @@ def test_extreme_outputs_converge(models, y, omega, V):
 
     delta, om, V = 0.1, np.array(omega), np.array(V)
     ch = models["tanh"].channel(delta)
-    logZ, mean, cov = ch.moments(np.array([[y]]), om.reshape(1, 2, 1), V)
+    logZ, mean, cov = ch.moments(np.array([[y]]), om.reshape(1, 2, 1), V).posterior()
     assert ch.last_accuracy.converged
     b = V[0, 1] / V[0, 0]
     c = V[1, 1] - b * V[0, 1]
@@ -493,7 +492,7 @@ def test_tower_and_nishimori_identities(models, key, delta):
     P, M = m.P, m.M
     S = 3000
     y, omega, V = _identity_samples(m, delta, np.zeros((P, P)), S, 1)
-    _, mean, cov = ch.moments(y, omega, V)
+    _, mean, cov = ch.moments(y, omega, V).posterior()
     flat = mean.reshape(S, P * M)
     second = cov + np.einsum("si,sj->sij", flat, flat)
     err = second.std(axis=0, ddof=1) / math.sqrt(S)

@@ -19,7 +19,7 @@ from symtheory.core.quadrature import AdaptiveRule
 from symtheory.core.validate import ParameterError
 from symtheory.glm.integrate.laplace_qmc import LaplaceQMCRule, flip_patterns
 from symtheory.glm.factors.gaussian_noise import NOISE_LAPLACE_RULE
-from symtheory.glm.integrate.moments import gout_from_moments
+from symtheory.glm.integrate.moments import Moments
 from symtheory.smi import deep_attention, linear_tokens
 
 
@@ -63,10 +63,10 @@ def test_against_box_rule(model, q, delta, seed):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # the box may miss its 1e-6
         box = model.channel(delta, BOX, check=False)
-        b = box.moments(y, om, V)
+        b = box.moments(y, om, V).posterior()
         err_b = box.last_accuracy.error
         ch = model.channel(delta, CHECKED, check=False)
-        a = ch.moments(y, om, V)
+        a = ch.moments(y, om, V).posterior()
         err_a = ch.last_accuracy.error
     sd = math.sqrt(1.0 - q)
     diff = np.maximum.reduce([np.abs(a[0] - b[0]),
@@ -80,8 +80,8 @@ def test_against_box_rule(model, q, delta, seed):
     assert np.mean(diff > bound) <= 0.15, (np.mean(diff > bound), np.median(diff), np.median(bound))
     # no bias: the mean of g_out over the samples (what the SE averages) agrees within
     # 4 standard errors of the per-sample differences plus the mean stated error
-    ga, _ = gout_from_moments(a[1], a[2], om, V)
-    gb, _ = gout_from_moments(b[1], b[2], om, V)
+    ga, _ = Moments.from_posterior(*a, om, V).output_functions()
+    gb, _ = Moments.from_posterior(*b, om, V).output_functions()
     dg = (ga - gb).reshape(n, -1)
     slack = 4 * dg.std(axis=0) / math.sqrt(n) + np.mean(bound) / sd
     assert np.all(np.abs(dg.mean(axis=0)) <= slack), (dg.mean(axis=0), slack)
@@ -93,7 +93,7 @@ def test_stated_accuracy_and_escalation(model):
     ch = model.channel(0.1, rule, check=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        ch.moments(y, om, V)
+        ch.moments(y, om, V).posterior()
     acc = ch.last_accuracy
     assert acc.tolerance == 0.05 and "Laplace-centred RQMC" in acc.method
     assert acc.error.shape == (60,) and np.all(acc.error > 0)

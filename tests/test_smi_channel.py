@@ -118,7 +118,7 @@ def test_tower_and_nishimori_identities(attention):
     S = 4000
     Z = rng.standard_normal((S, 2, 2))
     y = attention.g(Z).reshape(S, -1)
-    _, mean, cov = ch.moments(y, np.zeros((S, 2, 2)), np.eye(2))
+    _, mean, cov = ch.moments(y, np.zeros((S, 2, 2)), np.eye(2)).posterior()
     second = cov + np.einsum("si,sj->sij", mean.reshape(S, 4), mean.reshape(S, 4))
     avg = second.mean(axis=0)
     err = second.std(axis=0) / np.sqrt(S)

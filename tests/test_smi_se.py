@@ -291,7 +291,7 @@ def test_qhat_is_twice_alpha_dpsi_out(attention, which, Q, entry):
 
     def per_sample(Qx):
         y, om, V, _ = se.sample_channel(Qx)
-        return se.channel.moments(y, om, V, include_jacobian=False)[0]
+        return se.channel.moments(y, om, V, include_jacobian=False).posterior()[0]
 
     d = 2 * (per_sample(Q + E) - per_sample(Q - E)) / (2 * h)
     qh, qse, _ = se.qhat(Q)
@@ -337,9 +337,10 @@ def test_feature_coordinates_give_the_moments_of_the_y_channel(attention):
     branch weights differ by an observation-only Jacobian that cancels)."""
     se = StateEvolution(attention, 1.0, samples=200, seed=3)
     Q = np.array([[0.3, 0.0], [0.0, 0.6]])
-    _, mean, cov, _, _ = se.posterior_moments(Q)
+    moments = se.posterior_moments(Q)
+    mean, cov = moments.mean, moments.cov
     y, omega, V, _ = se.sample_channel(Q)
-    _, mean_y, cov_y = se.channel.moments(y, omega, V)
+    _, mean_y, cov_y = se.channel.moments(y, omega, V).posterior()
     assert np.abs(mean - mean_y).max() <= 1e-9
     assert np.abs(cov - cov_y).max() <= 1e-9
 
@@ -355,7 +356,7 @@ def test_saturated_softmax_skip_100_satisfies_nishimori():
     Q = np.array([[0.05, 0.0], [0.0, 0.3]])
     y, _, _, _ = se.sample_channel(Q)
     assert np.mean(np.any(y == 0.0, axis=1)) > 0.5          # saturated: the case at hand
-    g, dg = se.gout(Q)
+    g, dg = se.gout_at(Q)
     assert np.all(np.isfinite(g)) and np.all(np.isfinite(dg))
     # GH 30 vs 15 change measured 3e-5 at these settings; 1e-3 is far below the MC error
     assert se.channel_error <= 1e-3
@@ -380,7 +381,7 @@ def test_channel_error_estimate_tracks_the_actual_error(skip, q1, q2, regime):
 
     se = StateEvolution(deep_attention(2, 2, 1, skip), 1.0, samples=16, seed=1)
     Q = np.diag([q1, q2])
-    se.gout(Q)
+    se.gout_at(Q)
     estimate = se.channel_error
     _, omega, V, Z = se.sample_channel(Q)
     rp = se.features
@@ -463,7 +464,7 @@ def test_fixed_point_stderr_is_finite_where_q_hat_is_huge():
     asserted when it is there; the difference path keeps its 5%."""
     import mpmath
 
-    from symtheory.glm.factors.priors import gaussian_overlap_map
+    from symtheory.glm.factors.gaussian_prior import gaussian_overlap_map
 
     se = StateEvolution(deep_attention(2, 2, 1, 100.0), 1.0, samples=200, seed=0,
                         rule=TensorRule("gauss-hermite", 15, 6.0), check_channel=False)
@@ -504,7 +505,7 @@ def test_prior_overlap_map_derivative_against_mpmath_differences(lam, rotate):
     an absolute error eps ||Q_hat|| = 3e-4 on the small one, the float64 input's limit."""
     import mpmath
 
-    from symtheory.glm.factors.priors import GaussianPrior, gaussian_overlap_map
+    from symtheory.glm.factors.gaussian_prior import GaussianPrior, gaussian_overlap_map
 
     rng = np.random.default_rng(0)
     O = np.linalg.qr(rng.standard_normal((3, 3)))[0] if rotate else np.eye(3)
@@ -535,7 +536,7 @@ def test_prior_overlap_map_derivative_against_mpmath_differences(lam, rotate):
 def _gaussian_map_mpmath():
     """SymPy's Gaussian prior map F and F' as mpmath functions (derived once: the
     derivation integrates symbolically)."""
-    from symtheory.glm.factors.priors import gaussian_overlap_map
+    from symtheory.glm.factors.gaussian_prior import gaussian_overlap_map
 
     q = sp.Symbol("qhat", nonnegative=True)
     F = gaussian_overlap_map(q)
@@ -551,7 +552,7 @@ def test_prior_divided_difference_kernel_against_mpmath(la, lb, equal, zero):
     arguments evaluated without cancellation: 1e-13 relative (a few hundred ulps)."""
     import mpmath
 
-    from symtheory.glm.factors.priors import GaussianPrior
+    from symtheory.glm.factors.gaussian_prior import GaussianPrior
 
     a = 0.0 if zero else 10.0 ** la
     b = a if equal else 10.0 ** lb
@@ -565,7 +566,7 @@ def test_prior_divided_difference_kernel_against_mpmath(la, lb, equal, zero):
 
 
 def test_prior_overlap_map_derivative_rejects_bad_input():
-    from symtheory.glm.factors.priors import GaussianPrior
+    from symtheory.glm.factors.gaussian_prior import GaussianPrior
 
     prior = GaussianPrior()
     with pytest.raises(ValueError, match="one shape"):
@@ -584,7 +585,7 @@ def test_nishimori_gap_is_scaled_and_finite_at_tiny_alpha(attention):
     Q = 1e-6 * np.eye(2)
     se = StateEvolution(attention, 1e-6, samples=300, seed=0)
     _, _, gap = se.qhat(Q)
-    g, dg = se.gout(Q)
+    g, dg = se.gout_at(Q)
     diff = np.einsum("sam,sbm->sab", g, g) + np.einsum("sambm->sab", dg)
     err = diff.std(axis=0, ddof=1) / np.sqrt(len(diff))
     scale = 1 / np.linalg.eigvalsh(np.eye(2) - Q)[0]

@@ -481,3 +481,163 @@ def test_polynomial_roots_mp_complex_coefficients():
     got = polynomial_roots_mp([1, 0, 1j], digits=20)
     for z in got:
         assert abs(z * z + 1j) < 1e-19
+
+
+# ------------------------------------------------------------------ certified roots (core.roots)
+def _with_error(g, err):
+    """g as an Estimate with the error bar err (what a model's evaluation returns)."""
+    from symtheory.core.roots import Estimate
+
+    return lambda x: Estimate(value=g(x), error=err, method="test")
+
+
+def test_certify_root_bounds_the_distance_to_the_root():
+    """g(x) = 0.3 - x known to +-1e-9: a point 1e-10 off the root is certified with an
+    error bound that covers the true distance: w = 1e-9 (the error bar) does not clear
+    it below (g(x - w) = 9e-10), 8 w does; a tolerance below the bound is reported."""
+    from symtheory.core.roots import certify_root
+
+    x = 0.3 + 1e-10
+    r = certify_root(_with_error(lambda v: 0.3 - v, 1e-9), x, 0.0, 1.0, rtol=1e-6)
+    assert r.converged and r.error_kind == "bound" and r.method == "test"
+    assert abs(x - 0.3) <= r.error == pytest.approx(8e-9)
+    assert r.evaluations == r.iterations == 5          # at x, then x -+ w, x -+ 8 w
+    tight = certify_root(_with_error(lambda v: 0.3 - v, 1e-9), x, 0.0, 1.0, rtol=1e-10,
+                         hint="more digits elsewhere")
+    assert not tight.converged and "rtol = 1e-10; more digits elsewhere" in tight.message
+
+
+def test_certify_root_refuses_when_the_error_hides_the_sign_change():
+    """Error bars that hide the sign change up to w > x leave the root uncertified: not
+    converged, the error is the distance to the farther bracket end, and the message says
+    why; an error bar beyond the rigorous bracket leaves the bracket as the bound."""
+    from symtheory.core.roots import certify_root
+
+    r = certify_root(_with_error(lambda v: 0.3 - v, 10.0), 0.3, 0.0, 100.0, rtol=1e-3)
+    assert not r.converged and r.error == pytest.approx(99.7)
+    assert "could not certify" in r.message
+    inside = certify_root(_with_error(lambda v: 0.3 - v, 10.0), 0.3, 0.2, 0.5, rtol=1e-3)
+    assert inside.error == pytest.approx(0.2) and "certified to" in inside.message
+    none = certify_root(_with_error(lambda v: -v, 0.0), 0.0, 0.0, 0.5, rtol=1e-3,
+                        no_root="reason")
+    assert not none.converged and none.value == 0.0 and none.error == 0.5
+    assert none.message == "no positive root resolved: reason"
+
+
+def test_bracketed_root_finds_a_root_decades_below_the_bracket():
+    """g(v) = 1e-200 - v on [0, 1]: the positive lower end is found by decades and Brent
+    gives the root to the last ulps (independent check: the root itself)."""
+    from symtheory.core.roots import bracketed_root, first_positive
+
+    g = lambda v: 1e-200 - v  # noqa: E731
+    assert first_positive(g, 1.0) == pytest.approx(1e-201, rel=1e-12)
+    assert bracketed_root(g, 0.0, 1.0) == pytest.approx(1e-200, rel=1e-14)
+    assert bracketed_root(lambda v: 1.0 - v, 0.0, 0.5) == 0.5      # root beyond the bracket
+    assert bracketed_root(lambda v: -1.0, 0.0, 0.5) == 0.0         # no positive end
+
+
+def test_certified_lower_root_is_below_the_root():
+    """g(v) = 1/3 - v with rounding 4 eps: the certified lower bound is below 1/3 (exact
+    in rationals) and within 1e-13 relative of it."""
+    from fractions import Fraction
+
+    from symtheory.core.roots import EPS, certified_lower_root
+
+    g = lambda v: 1 / 3 - v  # noqa: E731
+    lo = certified_lower_root(g, lambda v: g(v) - 4 * EPS, 1.0)
+    assert Fraction(lo) < Fraction(1, 3) and lo > (1 / 3) * (1 - 1e-13)
+    assert certified_lower_root(g, g, 0.2) == 0.2      # g > 0 at the upper end: the end
+
+
+def test_tighter_bracket_replaces_a_looser_certified_root():
+    from symtheory.core.roots import CertifiedRoot, tighter_bracket
+
+    loose = CertifiedRoot(value=0.5, error=0.1, converged=False, iterations=7, method="m")
+    r = tighter_bracket(loose, 0.49, 0.51, rtol=0.05, message="bounds")
+    assert (r.value, r.method, r.converged, r.iterations) == (0.5, "bounds", True, 7)
+    assert r.error == pytest.approx(0.01)
+    assert tighter_bracket(loose, 0.0, 0.51, rtol=0.05, message="") is loose
+
+
+def test_within_bounds_intersects_and_refuses_a_contradiction():
+    from symtheory.core.roots import Estimate, best_estimate, within_bounds
+
+    e = Estimate(value=1.0, error=0.5, method="path")
+    assert e.converged and e.note == ""
+    clipped = within_bounds(e, 0.9, 2.0)
+    assert (clipped.value, clipped.error, clipped.method) == (pytest.approx(1.2), pytest.approx(0.3), "path")
+    out = within_bounds(e, 2.0, 3.0)
+    assert out.method == "bounds" and out.error_kind == "bound" and "outside" in out.note
+    failed = Estimate(value=math.nan, method="other", message="failed")
+    assert not failed.converged
+    assert best_estimate([failed], 0.0, 1.0).method == "bounds"
+    assert best_estimate([failed, e], 0.0, 10.0) is e
+
+
+# ------------------------------------------------------------------ extrapolation (core.extrapolation)
+def _ladder(**kw):
+    from symtheory.core.extrapolation import Ladder
+
+    args = dict(method="test", parameter="s", values=(1e-4, 1e-3, 1e-2, 1e-1), exponent=1,
+                agreement=0.25, resolution=0.1, good_rtol=1e-13)
+    args.update(kw)
+    return Ladder(**args)
+
+
+def test_ladder_extrapolates_a_known_expansion_within_its_bound():
+    """f(s) = 1 + 2 s + 3 s^2 (exact at the anchors): extrapolated from s_i = 1e-4, 1e-3,
+    1e-2 to s = 1e-7 with p = 1; the true value lies within the reported bound, which is
+    of the size of the neglected 3 s^2 seen at the anchors times s."""
+    from symtheory.core.roots import Estimate
+
+    f = lambda s: 1 + 2 * s + 3 * s * s  # noqa: E731
+    lad = _ladder()
+    est = lad.estimate(1e-7, lambda s: Estimate(value=f(s), error=0.0, method="exact"),
+                       lambda s: 1.0)
+    assert est.method == "test" and est.converged
+    assert abs(est.value - f(1e-7)) <= est.error < 1e-7 * 6 * 3e-2
+
+
+def test_ladder_refuses_a_crossover():
+    """A correction whose coefficient changes by O(1) between anchors (a crossover, not an
+    asymptotic expansion) is refused: infinite error, saying the anchors disagree."""
+    from symtheory.core.roots import Estimate
+
+    f = lambda s: 1 + (2 * s if s < 5e-4 else 5 * s)  # noqa: E731
+    est = _ladder(values=(1e-4, 1e-3, 1e-2)).estimate(
+        1e-7, lambda s: Estimate(value=f(s), error=0.0, method="exact"), lambda s: 1.0)
+    assert math.isinf(est.error) and "disagree" in est.note
+
+
+def test_ladder_inverse_variable_and_validation():
+    """An inverse ladder declares parameter values towards infinity; s = 1/parameter.
+    Bad declarations are refused by field name."""
+    lad = _ladder(values=(1e7, 1e6, 1e5), inverse=True, excludes=("t",))
+    assert lad.s_values == (1 / 1e7, 1 / 1e6, 1 / 1e5)
+    assert lad.parameter_at(lad.s_at(2.0)) == 2.0
+    assert lad.remaining(frozenset({"s", "t", "u"})) == frozenset({"u"})
+    with pytest.raises(ParameterError, match="values"):
+        _ladder(values=(1e-1, 1e-2, 1e-3))          # farthest first
+    with pytest.raises(ParameterError, match="values"):
+        _ladder(values=(1e-2, 1e-1))                # fewer than three
+    with pytest.raises(ParameterError, match="agreement must be > 0"):
+        _ladder(agreement=0.0)
+
+
+# ------------------------------------------------------------------ results on the Result base
+def test_solver_results_are_results_with_their_old_signatures():
+    """SolverResult keeps its positional signature (value, converged, iterations, residual,
+    method, message); fixed_point's truncation is its error estimate; PrecisionRoot's
+    confirmed is its converged."""
+    from symtheory.core.result import Result
+    from symtheory.core.solvers import SolverResult
+
+    r = SolverResult(0.5, True, 3, 0.0, "brent", "msg")
+    assert isinstance(r, Result) and (r.value, r.iterations, r.message) == (0.5, 3, "msg")
+    A = np.array([[0.5, 0.1], [0.2, 0.3]])
+    fp = fixed_point(lambda v: A @ v + 1.0, np.zeros(2), tol=1e-6, stability=True)
+    assert fp.error_kind == "estimate" and np.array_equal(fp.error, fp.truncation)
+    assert fixed_point(math.cos, 0.0).error is None
+    pr = refine_root_mp(lambda v: mpmath.cos(v) - v, 0.7390851332151607, digits=20)
+    assert isinstance(pr, Result) and pr.confirmed is pr.converged is True
+    assert pr.iterations > 2 and pr.error < mpmath.mpf(10) ** -20 and pr.residual < 1e-25

@@ -106,6 +106,21 @@ def test_density_normalization_moments_and_hilbert_identities(bp):
     assert abs(H2 - math.pi**2 / 3 * mu3) < 1e-9 * H2
 
 
+def test_integrals_and_functionals_report_on_the_result_base():
+    """IntegralResult and FunctionalValue are core Results: ``values``/``errors``/``nodes``
+    are the value, error estimate and iterations; the functional's error is the
+    coefficient-weighted sum of its integrals' errors (nonzero: a real estimate)."""
+    from symtheory.core.result import Result
+
+    law = _law()
+    res = _identity_integrals(law, _params(2.0, 0.5, 0.4))
+    assert isinstance(res, Result) and res.converged and res.error_kind == "estimate"
+    assert res.values is res.value and res.errors is res.error and res.nodes == res.iterations > 0
+    fv = theory().mmse_functional.evaluate((math.sqrt(2.0), 0.5, 0.4))
+    assert isinstance(fv, Result) and fv.converged and fv.nodes == fv.iterations > 0
+    assert 0 < fv.error <= 1e-11 * abs(fv.value) and set(fv.errors) == set(fv.integrals)
+
+
 @given(st.floats(1.2, 6.0), st.floats(0.05, 2.0), st.floats(0.02, 3.0))
 def test_inverse_second_moment_is_algebraic(beta, r, Dv):
     """int mu/x^2 = m(0): the root of the quartic at w = 0 (a second, exact path)."""

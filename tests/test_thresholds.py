@@ -257,7 +257,7 @@ def test_attention_alpha1_c1_against_monte_carlo_of_the_channel(attention):
     batches = []
     for _ in range(8):
         Z = rng.standard_normal((600, 2, 2))
-        _, _, cov = ch.moments(attention.g(Z).reshape(600, -1), np.zeros((600, 2, 2)), np.eye(2))
+        cov = ch.moments(attention.g(Z).reshape(600, -1), np.zeros((600, 2, 2)), np.eye(2)).cov
         J = (cov - np.eye(4)).reshape(-1, 2, 2, 2, 2)[:, 1, :, 1, :]
         batches.append(np.mean(np.sum(J * J, axis=(1, 2))))
     k, se = np.mean(batches), np.std(batches, ddof=1) / math.sqrt(len(batches))

@@ -38,7 +38,7 @@ def mc_k22(model, ch, n, rng, batch=2000):
     while left > 0:
         b = min(batch, left)
         Z = rng.standard_normal((b, 2, 2))
-        _, _, cov = ch.moments(model.g(Z).reshape(b, -1), np.zeros((b, 2, 2)), np.eye(2))
+        cov = ch.moments(model.g(Z).reshape(b, -1), np.zeros((b, 2, 2)), np.eye(2)).cov
         J = (cov - np.eye(4)).reshape(b, 2, 2, 2, 2)[:, 1, :, 1, :]
         out.append(np.sum(J * J, axis=(1, 2)))
         left -= b

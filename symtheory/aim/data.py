@@ -33,6 +33,7 @@ import numpy as np
 
 from ..core import validate
 from ..core.memory import check_allocation
+from ..core.softmax import softmax
 from ..core.validate import ParameterError
 from .registry import LINKS, ONE_TOKEN_LINKS
 
@@ -139,10 +140,7 @@ def apply_link(h, link: str, inv_temp: float = 1.0, xp=np):
     if link == "identity":
         return h
     if link == "softmax":
-        z = inv_temp * h
-        z = z - xp.max(z, axis=-1, keepdims=True)   # overflow-free; softmax is shift invariant
-        e = xp.exp(z)
-        return e / xp.sum(e, axis=-1, keepdims=True)
+        return softmax(h, axis=-1, inv_temp=inv_temp, xp=xp)
     if link == "hardmax":
         # ties have probability zero for Gaussian indices
         return (h == xp.max(h, axis=-1, keepdims=True)).astype(h.dtype)

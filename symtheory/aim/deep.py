@@ -71,18 +71,14 @@ def layer_prior(depth: int, rho: float):
     width ratio ``rho`` (aim.md 3.1: ``Q0 = 1 + rho``, mean ``sqrt(rho) I``, both from the
     derived prior law's moments), two measurements per parameter."""
     from ..glm.factors.spectral_priors import LayerwiseMatrixPrior
-    from .theory import SAMPLE_FACTOR, check_params, mmse_denoising, theory
+    from .theory import SAMPLE_FACTOR, check_params, spectral_prior
 
     L = integer("depth", depth, low=2)
     rho = check_params(rho, 2)[0]
     if not 0 < rho < math.inf:
         raise ParameterError(f"rho must be in (0, inf) for the deep AIM state evolution, "
                              f"got {rho}")
-    law = theory().prior
-    t = math.sqrt(rho)                  # the law's parameter (aim.model: t = sqrt(rho))
-    return LayerwiseMatrixPrior([lambda D, rho=rho: mmse_denoising(rho, D)] * L,
-                                [law.second_moment(t)] * L, [law.mean(t)] * L,
-                                measurements=SAMPLE_FACTOR)
+    return LayerwiseMatrixPrior([spectral_prior(rho)] * L, measurements=SAMPLE_FACTOR)
 
 
 def deep_se_point(alpha, *, rho: float = 0.5, depth: int = 2, seq_len: int = 2,

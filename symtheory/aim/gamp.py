@@ -2,7 +2,7 @@
 
 The AIM is a GLM on the symmetric matrix ``S`` with ``K = T(T+1)/2`` unit sensing
 matrices per sample (aim.md 2): ``u_k = Tr(G^k S)``.  This module runs it on the shared
-engine :func:`symtheory.glm.gamp.engine.gamp` with
+GAMP loop :func:`symtheory.glm.gamp.loop.gamp` with
 
 * the sensing operator ``A(S)_{mu k} = Tr(G^{mu k} S)`` and its adjoint applied from the
   tokens (``X S X^T`` and ``X^T diag(g) X``, cost ``O(n T d^2)``): the ``G`` matrices are
@@ -102,15 +102,27 @@ class IndexOperator:
         S[np.diag_indices(self.d)] = x[:self.d]
         return S
 
-    def linear_operator(self):
-        """The ``(n K) x p`` operator on coordinates (unit-variance entries):
-        ``Phi x = A(unvec x)``, ``Phi^T g = (d/p) vec(A*(g))``."""
-        from scipy.sparse.linalg import LinearOperator
+    def row_operator(self) -> "IndexRows":
+        """This operator on every row of GAMP's estimate (one row per layer)."""
+        return IndexRows(self)
 
-        return LinearOperator(
-            (self.n * self.K, self.p), dtype=float,
-            matvec=lambda x: self.forward(self.unvec(np.ravel(x))).ravel(),
-            rmatvec=lambda g: (self.d / self.p) * self.vec(self.adjoint(np.ravel(g))))
+
+class IndexRows:
+    """The row operator of :func:`symtheory.glm.gamp.loop.gamp` on coordinates (unit-
+    variance entries): ``omega[:, l] = A(unvec W_l)``, ``Phi^T(g)_l = (d/p) vec(A*(g_l))``
+    -- the same sensing for every layer ``l``."""
+
+    def __init__(self, op: IndexOperator):
+        self.op = op
+        self.n, self.p, self.M = op.n, op.p, op.K
+
+    def forward(self, W):
+        return np.stack([self.op.forward(self.op.unvec(w)) for w in W], axis=1)
+
+    def adjoint(self, g):
+        scale = self.op.d / self.op.p
+        return np.stack([scale * self.op.vec(self.op.adjoint(g[:, l, :]))
+                         for l in range(g.shape[1])])
 
 
 # ------------------------------------------------------------------ output channels
@@ -121,40 +133,10 @@ def softmax_preimage(y: np.ndarray, inv_temp: float) -> np.ndarray:
     return phi + np.swapaxes(phi[:, -1:, :], 1, 2)
 
 
-class _LinearRankOutput:
-    """Linear-rank channel in the engine's flat layout: observations are the u-space
-    image of a preimage of ``y`` (aim.md 3.4)."""
-
-    def __init__(self, channel, K):
-        self.channel, self.K = channel, K
-        ker = channel.kernel
-        self._dg_diag = -(1.0 - np.sum(ker * ker, axis=1))     # diag of -(I - P_ker)
-
-    def gout(self, y, omega, V):
-        n = len(y) // self.K
-        g = self.channel.gout(y.reshape(n, self.K), omega.reshape(n, self.K), V)
-        dg = np.broadcast_to(self._dg_diag / (V + self.channel.noise), (n, self.K))
-        return g.ravel(), dg.ravel()
-
-
-class _HardmaxOutput:
-    """Hardmax (``T = 2``) as the bivariate orthant channel; observations are ``(y_11, y_12,
-    y_22)`` and the signs ``s_a = 2 y_aa - 1`` (aim.md 3.5).  Only the ``"square"``
-    estimator is used (``dg`` is not computed: NaN)."""
-
-    def __init__(self, channel):
-        self.channel, self.K = channel, 3
-
-    def gout(self, y, omega, V):
-        n = len(y) // self.K
-        yy = y.reshape(n, self.K)
-        s = 2.0 * yy[:, [0, 2]] - 1.0
-        g = self.channel.gout(s, omega.reshape(n, self.K), V)
-        return g.ravel(), np.full(g.size, np.nan)
-
-
 def output_channel(data: aim_data.AIMData, hardmax_variant: str = "bayes"):
-    """``(channel adapter, flat observations)`` for the engine (aim.md 3.4, 3.5)."""
+    """``(channel, observations)`` for GAMP (aim.md 3.4, 3.5): the linear-rank channel with
+    the u-space preimages ``u* (n, K)`` of ``y``, or the hardmax orthant channel with the
+    signs ``s_a = 2 y_aa - 1`` (``(n, 2)``)."""
     from ..glm.factors.linear_rank import LinearRankChannel
     from . import model as M
     from .theory import hardmax_channel, theory
@@ -165,13 +147,13 @@ def output_channel(data: aim_data.AIMData, hardmax_variant: str = "bayes"):
     if data.link == "hardmax":
         if T != 2:
             raise validate.ParameterError(f"seq_len must be 2 for link='hardmax', got {T}")
-        return _HardmaxOutput(hardmax_channel(hardmax_variant)), data.y[:, rows, cols].ravel()
+        return hardmax_channel(hardmax_variant), 2.0 * data.y[:, [0, 1], [0, 1]] - 1.0
     noise = float(theory().noise(data.delta)[0])
     channel = LinearRankChannel.from_link(M.link_rank(T, data.link), noise)
     h_star = data.y if data.link == "identity" else softmax_preimage(data.y, data.inv_temp)
     u_star = h_star[:, rows, cols].copy()
     u_star[:, diag] /= math.sqrt(2.0)
-    return _LinearRankOutput(channel, len(rows)), u_star.ravel()
+    return channel, u_star
 
 
 def se_engine(data: aim_data.AIMData, hardmax_variant: str = "bayes"):
@@ -187,10 +169,11 @@ def se_engine(data: aim_data.AIMData, hardmax_variant: str = "bayes"):
 def run_gamp(data: aim_data.AIMData, *, damping: float = 0.3, max_iter: int = 200,
              tol: float = 1e-9, hardmax_variant: str = "bayes", a_estimator: str | None = None,
              onsager: str = "divergence", restarts: int = 2, progress: bool = False):
-    """GAMP-RIE on one AIM/QN data set (aim.md 5); returns the engine's
-    :class:`~symtheory.glm.gamp.engine.GampResult` (``final_mse`` = ``(1/d)||S_hat - S||_F^2``;
-    trace columns ``mse, variance, se_variance`` per iteration, ``D`` the denoising noise)
-    with ``S_hat``, ``damping`` (the one used) and ``seconds`` set as attributes.
+    """GAMP-RIE on one AIM/QN data set (aim.md 5); returns the loop's
+    :class:`~symtheory.glm.gamp.loop.GampResult` (``final_mse`` = ``(1/d)||S_hat - S||_F^2``;
+    trace columns ``mse, variance, se_variance`` per iteration, row 0 the start, ``D`` the
+    denoising noise) with ``S_hat``, ``damping`` (the one used) and ``seconds`` set as
+    attributes.
 
     ``damping`` weighs the previous iterate in the messages, the estimate and -- here --
     the variance ``V``: undamped, ``V`` collapses faster than the error once the error is
@@ -202,7 +185,8 @@ def run_gamp(data: aim_data.AIMData, *, damping: float = 0.3, max_iter: int = 20
     aim.md 5).  A run that blows up (the engine's ``stopped``/``diverged``: at small
     ``alpha d`` the sensing noise is far from GOE) is restarted up to ``restarts`` times
     with damping ``(1 + damping)/2``; ``message`` lists every attempt."""
-    from ..glm.gamp.engine import gamp
+    from ..glm.factors.prior import DenoiserPrior
+    from ..glm.gamp.loop import gamp
     from .theory import theory
 
     if data.rho >= 1e300:
@@ -211,7 +195,7 @@ def run_gamp(data: aim_data.AIMData, *, damping: float = 0.3, max_iter: int = 20
     max_iter = validate.integer("max_iter", max_iter, low=1)
     tol = validate.real("tol", tol, low=0.0, low_open=True)
     op = IndexOperator(data.X)
-    channel, y_flat = output_channel(data, hardmax_variant)
+    channel, y_obs = output_channel(data, hardmax_variant)
     prior = theory().prior
     t = (math.sqrt(data.rho),)
     noise_ratio = op.d / (op.d + 1)         # engine noise 1/A -> matrix noise D
@@ -223,29 +207,29 @@ def run_gamp(data: aim_data.AIMData, *, damping: float = 0.3, max_iter: int = 20
     t0 = time.perf_counter()
     history = []
     for _ in range(restarts + 1):
-        Ds, vs = [], []
+        Ds = []
 
-        def denoiser(R, noise_var, damping=damping, Ds=Ds, vs=vs):
+        def denoiser(R, noise_var, Ds=Ds):
+            noise_var = float(noise_var[0])
             D = noise_ratio * noise_var
             Ds.append(D)
-            Rm = op.unvec(R)
+            Rm = op.unvec(R[0])
             S_new = prior.denoise(Rm, t, D)
             if onsager == "mmse":
                 v = prior.mmse(t, D)
             else:
                 v = noise_var * prior.divergence(Rm, t, D) / op.p
-            if vs:      # damped like the messages: keeps V from collapsing faster than the error
-                v = damping * vs[-1] + (1 - damping) * v
-            vs.append(v)
-            return op.vec(S_new), v
+            return op.vec(S_new)[None, :], v
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            res = gamp(op.linear_operator(), y_flat, channel=channel, denoiser=denoiser,
-                       v0=se.v_max, x0=op.vec(S0), a_estimator=a_estimator, damping=damping,
-                       max_iter=max_iter, tol=tol, truth=op.vec(data.S), se_map=se.error_map,
-                       restore_best=True, progress=progress)
-        res.trace["D"] = Ds[:len(res.trace["iteration"])]
+            # V damped like the messages: it would collapse faster than the error
+            res = gamp(op.row_operator(), y_obs, channel,
+                       DenoiserPrior(denoiser, name="symmetric RIE"), V0=se.v_max, W0=op.vec(S0)[None, :], a_estimator=a_estimator,
+                       damping=damping, damp_variance=True, max_iter=max_iter, tol=tol,
+                       truth=op.vec(data.S)[None, :], se_map=se.error_map, restore_best=True,
+                       progress=progress)
+        res.trace["D"] = [math.nan] + Ds[:len(res.trace) - 1]
         res.damping = damping
         if not (res.stopped or res.diverged):
             break
@@ -338,22 +322,20 @@ def gamp_curve(alphas, *, d: int = 200, rho: float = 0.5, seq_len: int = 2,
 # ------------------------------------------------------------------ deep AIM (aim.md 3.7)
 def run_deep_gamp(data: aim_data.DeepAIMData, *, damping: float = 0.5, max_iter: int = 60,
                   tol: float = 1e-7, progress: bool = False):
-    """GAMP-RIE on deep AIM data (aim.md 3.7, :mod:`symtheory.aim.deep`): the shared engine
-    with one block per layer -- the block-diagonal operator ``A(S_l)`` of every layer
-    on the same tokens, the joint output channel of :func:`deep.deep_aim_model` (its
-    noisy-link rule, through :class:`glm.factors.channel.BlockGampChannel`) and a symmetric
-    RIE denoiser per layer with its own noise ``D_l`` and Onsager variance ``V_l``
-    (exact divergence, damped with the messages as in :func:`run_gamp`).  Starts from
-    the prior means ``S_l = sqrt(rho) I`` with ``V_l = 1``.
+    """GAMP-RIE on deep AIM data (aim.md 3.7, :mod:`symtheory.aim.deep`): the one GAMP
+    loop with one row per layer -- the sensing ``A(S_l)`` of every layer on the same
+    tokens (:class:`IndexRows`), the joint output channel of :func:`deep.deep_aim_model`
+    (its noisy-link rule; ``V = diag(V_l)``) and a symmetric RIE denoiser per layer with
+    its own noise ``D_l`` and Onsager variance ``V_l`` (exact divergence, damped with the
+    messages as in :func:`run_gamp`).  Starts from the prior means ``S_l = sqrt(rho) I``
+    with ``V_l = 1``.
 
-    Returns the engine's result with ``S_hat`` ``(L, d, d)``, ``layer_mse`` (final
-    ``(1/d)||S_hat_l - S_l||_F^2`` per layer), ``trace["layer_mse"]`` (per iteration),
-    ``channel_error`` (largest estimated channel error of the last iteration) and
-    ``seconds``."""
-    from scipy.sparse.linalg import LinearOperator
-
-    from ..glm.gamp.engine import gamp
-    from ..glm.factors.channel import BlockGampChannel
+    Returns the loop's result with ``S_hat`` ``(L, d, d)``, ``layer_mse`` (final
+    ``(1/d)||S_hat_l - S_l||_F^2`` per layer), ``trace["layer_mse"]`` (per iteration, row
+    0 the start), ``channel_error`` (largest estimated channel error of the last
+    iteration) and ``seconds``."""
+    from ..glm.factors.prior import DenoiserPrior
+    from ..glm.gamp.loop import gamp
     from .deep import deep_aim_model
     from .theory import theory
 
@@ -364,50 +346,36 @@ def run_deep_gamp(data: aim_data.DeepAIMData, *, damping: float = 0.5, max_iter:
     T = data.X.shape[1]
     model = deep_aim_model(L, T, data.skip, data.inv_temp)
     op = IndexOperator(data.X)
-    K, p = op.K, op.p
-
-    def matvec(x):
-        x = np.ravel(x)
-        return np.stack([op.forward(op.unvec(x[l * p:(l + 1) * p])) for l in range(L)],
-                        axis=1).ravel()
-
-    def rmatvec(g):
-        g = np.asarray(g).reshape(n, L, K)
-        return np.concatenate([(d / p) * op.vec(op.adjoint(g[:, l, :])) for l in range(L)])
-
-    Phi = LinearOperator((n * L * K, L * p), dtype=float, matvec=matvec, rmatvec=rmatvec)
-    blocks = (np.tile(np.repeat(np.arange(L), K), n), np.repeat(np.arange(L), p))
-    channel = BlockGampChannel(model.channel(data.noise), L, K, T * T)
+    p = op.p
+    channel = model.channel(data.noise)
     prior, t = theory().prior, (math.sqrt(data.rho),)
     noise_ratio = d / (d + 1)
-    vs, layer_mse = [], []
+    layer_mse = []
 
     def denoiser(R, noise_var):
         out, v = np.empty_like(R), np.empty(L)
         for l in range(L):
             D = noise_ratio * noise_var[l]
-            Rm = op.unvec(R[l * p:(l + 1) * p])
+            Rm = op.unvec(R[l])
             S_new = prior.denoise(Rm, t, D)
             v[l] = noise_var[l] * prior.divergence(Rm, t, D) / p
-            out[l * p:(l + 1) * p] = op.vec(S_new)
-        if vs:
-            v = damping * vs[-1] + (1 - damping) * v
-        vs.append(v)
-        layer_mse.append([aim_data.mse(op.unvec(out[l * p:(l + 1) * p]), data.S[l])
-                          for l in range(L)])
+            out[l] = op.vec(S_new)
+        layer_mse.append([aim_data.mse(op.unvec(out[l]), data.S[l]) for l in range(L)])
         return out, v
 
-    x0 = np.concatenate([op.vec(math.sqrt(data.rho) * np.eye(d))] * L)
-    truth = np.concatenate([op.vec(data.S[l]) for l in range(L)])
+    W0 = np.stack([op.vec(math.sqrt(data.rho) * np.eye(d))] * L)
+    truth = np.stack([op.vec(data.S[l]) for l in range(L)])
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)     # per-call channel accuracy notes
-        res = gamp(Phi, data.y.ravel(), channel=channel, denoiser=denoiser, v0=np.ones(L),
-                   x0=x0, a_estimator="derivative", damping=damping, max_iter=max_iter,
-                   tol=tol, truth=truth, restore_best=True, progress=progress, blocks=blocks)
-    res.S_hat = np.stack([op.unvec(res.estimate[l * p:(l + 1) * p]) for l in range(L)])
+        res = gamp(op.row_operator(), data.y.reshape(n, -1), channel,
+                   DenoiserPrior(denoiser, name="symmetric RIE per layer"), V0=np.ones(L),
+                   W0=W0, a_estimator="derivative", damping=damping, damp_variance=True,
+                   max_iter=max_iter, tol=tol, truth=truth, restore_best=True,
+                   progress=progress)
+    res.S_hat = np.stack([op.unvec(w) for w in res.W])
     res.layer_mse = [aim_data.mse(res.S_hat[l], data.S[l]) for l in range(L)]
-    res.trace["layer_mse"] = layer_mse[:len(res.trace["iteration"])]
+    res.trace["layer_mse"] = [[math.nan] * L] + layer_mse[:len(res.trace) - 1]
     res.channel_error = channel.last_error
     res.seconds = time.perf_counter() - t0
     return res

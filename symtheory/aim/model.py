@@ -37,8 +37,9 @@ from __future__ import annotations
 import sympy as sp
 
 from ..core import freeprob, functionals
+from ..core.softmax import softmax_rows
 from ..core.derive import cached_derivation
-from ..glm.factors import linear_rank, priors, spectral_priors
+from ..glm.factors import gaussian_prior, linear_rank, spectral_priors
 from . import registry
 from .registry import SYMBOLIC_LINKS
 
@@ -92,16 +93,6 @@ def index_symbols(seq_len: int):
         else:
             h[a, b] = h[b, a] = uk
     return list(u), h, pairs
-
-
-def softmax_rows(A: sp.Matrix, inv_temp=beta) -> sp.Matrix:
-    """Row-wise softmax ``exp(beta A_ab)/sum_c exp(beta A_ac)`` of a square matrix."""
-    rows = []
-    for a in range(A.rows):
-        w = [sp.exp(inv_temp * A[a, b]) for b in range(A.cols)]
-        tot = sum(w)
-        rows.append([wb / tot for wb in w])
-    return sp.Matrix(rows)
 
 
 def link_outputs(seq_len: int, link: str, inv_temp=beta):
@@ -260,7 +251,7 @@ def low_rank():
 
 
 # ----------------------------------------------------------------------- errors
-@cached_derivation(priors)
+@cached_derivation(gaussian_prior)
 def gen_error_identity(seq_len: int):
     """Bayes test error of the identity link (aim.md 3.8): ``sum_ab Var[h_ab(omega +
     sqrt(V) xi)]`` over ``xi ~ N(0, I_K)`` (``V`` includes the output noise ``s2``), by
@@ -269,7 +260,7 @@ def gen_error_identity(seq_len: int):
     xi = sp.symbols(f"xi0:{len(u)}", real=True)
     shifted = [o.subs({uk: uk + sp.sqrt(V) * x for uk, x in zip(u, xi)}, simultaneous=True)
                for o in out]
-    total = sum(priors.gaussian_expectation((o - o.subs({x: 0 for x in xi})) ** 2, *xi)
+    total = sum(gaussian_prior.gaussian_expectation((o - o.subs({x: 0 for x in xi})) ** 2, *xi)
                 for o in shifted)
     return sp.factor(sp.expand(total))
 

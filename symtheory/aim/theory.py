@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..core import validate
 from ..core.codegen import Kernel, KernelSet
+from ..core.result import Result, alias
+from ..core.softmax import softmax
 from ..core.solvers import SolverResult
-from ..glm.factors.spectral_priors import SymmetricRIE
 from ..glm.factors.linear_rank import LinearRankChannel
+from ..glm.factors.spectral_priors import SpectralPrior, SymmetricRIE
 from ..glm.se.spectral import ScalarSpectralSE, exact_mpf, precision_report
 from . import model as M
 
@@ -185,8 +187,7 @@ class _SoftmaxIndices:
         h = np.zeros((len(Z), self.T, self.T))
         h[:, self._rows, self._cols] = u
         h[:, self._cols, self._rows] = u
-        e = np.exp(self.beta * (h - h.max(axis=2, keepdims=True)))
-        return e / e.sum(axis=2, keepdims=True)
+        return softmax(h, axis=2, inv_temp=self.beta)
 
 
 def gen_error(mse, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *, samples=20000,
@@ -216,36 +217,41 @@ def gen_error(mse, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *, sam
 
 # --------------------------------------------------------------------- fixed point
 @dataclass
-class AIMPoint:
-    """Bayes-optimal solution at one alpha (columns of :func:`bo_curve`)."""
+class AIMPoint(Result):
+    """Bayes-optimal solution at one alpha (columns of :func:`bo_curve`): ``value`` (also
+    ``mmse``) is ``(1/d)||S_hat - S||_F^2`` (1 at alpha = 0) and ``q = Q0 - mmse``; the
+    test error with its Monte-Carlo standard error; the solve's report."""
 
-    alpha: float
-    rho: float
-    seq_len: int
-    delta: float
-    mmse: float            # (1/d)||S_hat - S||_F^2, 1 at alpha = 0
-    q: float               # (1/d) Tr(S S_hat) = Q0 - mmse
-    gen_error: float
-    gen_error_stderr: float
-    alpha_tilde: float
-    alpha_pr: float
-    converged: bool
-    iterations: int
-    residual: float
+    alpha: float = math.nan
+    rho: float = math.nan
+    seq_len: int = 0
+    delta: float = 0.0
+    q: float = math.nan               # (1/d) Tr(S S_hat) = Q0 - mmse
+    gen_error: float = math.nan
+    gen_error_stderr: float = math.nan
+    alpha_tilde: float = math.nan
+    alpha_pr: float = math.nan
     mmse_str: str = ""
     q_str: str = ""
     digits_confirmed: float = float("nan")
 
+    mmse = alias("value", "(1/d)||S_hat - S||_F^2 at the fixed point.")
+
 
 def _spectral_engine(fisher, alpha, rho, name) -> ScalarSpectralSE:
     """The tied prior's scalar spectral SE (aim.md 3.3) for a channel's ``E||g_out||^2``."""
+    return ScalarSpectralSE(spectral_prior(rho), fisher, alpha, sample_factor=SAMPLE_FACTOR,
+                            name=f"AIM {name}overlap at alpha={alpha}, rho={rho}")
+
+
+def spectral_prior(rho) -> SpectralPrior:
+    """The tied prior ``S`` of width ratio ``rho`` as the state evolution sees it: its
+    derived denoising MMSE, ``Q0 = 1 + rho`` and mean ``sqrt(rho)`` (aim.md 3.1, from the
+    prior law's moments)."""
     th = theory()
     t = math.sqrt(rho)
-    return ScalarSpectralSE(lambda D: th.prior.mmse((t,), D), fisher, alpha,
-                            Q0=th.prior.second_moment(t),
-                            v_max=th.prior.second_moment(t) - th.prior.mean(t) ** 2,
-                            sample_factor=SAMPLE_FACTOR,
-                            name=f"AIM {name}overlap at alpha={alpha}, rho={rho}")
+    return SpectralPrior(lambda D: th.prior.mmse((t,), D), th.prior.second_moment(t),
+                         th.prior.mean(t), name=f"AIM prior at rho={rho}")
 
 
 def _engine(alpha, rho, seq_len, link, delta) -> ScalarSpectralSE:
@@ -324,9 +330,11 @@ def bo_point(alpha, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *,
     else:
         ge = gen_error(v, rho, seq_len, link, inv_temp, delta,
                        samples=validate.integer("gen_samples", gen_samples, low=2), seed=seed)
-    pt = AIMPoint(alpha, rho, seq_len, delta, v, Q0 - v, ge[0], ge[1],
-                  alpha_tilde(alpha, seq_len, link), alpha_pr(rho, seq_len, link),
-                  bool(res.converged), int(res.iterations), float(res.residual))
+    pt = AIMPoint(alpha=alpha, rho=rho, seq_len=seq_len, delta=delta, value=v, q=Q0 - v,
+                  gen_error=ge[0], gen_error_stderr=ge[1],
+                  alpha_tilde=alpha_tilde(alpha, seq_len, link), alpha_pr=alpha_pr(rho, seq_len, link),
+                  converged=bool(res.converged), iterations=int(res.iterations),
+                  residual=float(res.residual), method=res.method, message=res.message)
     if precision is not None:
         digits = validate.integer("precision", precision, low=1)
         if res.method == "closed form":
@@ -366,7 +374,7 @@ def bo_curve(alpha, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *,
             "alpha_tilde", "alpha_pr", "converged", "iterations", "residual"]
     if precision is not None:
         cols += ["mmse_str", "q_str", "digits_confirmed"]
-    data = {c: [asdict(p)[c] for p in pts] for c in cols}
+    data = {c: [getattr(p, c) for p in pts] for c in cols}
     import symtheory
 
     meta = {"model": "aim", "quantity": "Bayes-optimal MSE (1/d)||S_hat - S||_F^2 (aim.md 3.3), "

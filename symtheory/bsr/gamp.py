@@ -4,14 +4,14 @@ The denoiser and its predicted variance come from the same generated kernels as 
 Bayes-optimal theory (:func:`theory.rie_denoise`, :func:`theory.mmse_rie`); the
 Gaussian output channel's ``g_out`` is derived symbolically (glm.factors.scalar).  The
 state evolution ``v <- mmse_RIE(beta, rho, (Delta + v)/alpha)`` (bsr.md 6.2) runs
-alongside (undamped: the damped iteration shares its fixed point, see glm.gamp.engine).
+alongside (undamped: the damped iteration shares its fixed point, see glm.gamp.loop).
 """
 from __future__ import annotations
 
-import math
 
+from ..glm.factors.prior import DenoiserPrior
 from ..glm.factors.scalar import gaussian_noise_channel
-from ..glm.gamp.engine import GampResult, gamp
+from ..glm.gamp.loop import DenseOperator, GampResult, gamp
 from .data import BSRData
 from .theory import bo_point, mmse_rie, rie_denoise
 
@@ -32,7 +32,7 @@ def gamp_rie(data: BSRData, *, damping: float = 0.0, a_estimator: str = "derivat
 
     ``damping``: weight of the previous iterate in [0, 1) (0 = undamped), applied to
     ``g_out``, ``A`` and the estimate together so that the fixed point is unchanged
-    (glm.gamp.engine; bsr.md 6.1 damps ``S`` and ``V`` only).
+    (glm.gamp.loop; bsr.md 6.1 damps ``S`` and ``V`` only).
 
     ``a_estimator='derivative'`` is the theoretical ``A = alpha/(Delta + V)`` (for the
     Gaussian channel ``-alpha mean(dg_out)`` equals it exactly); ``'square'`` is the
@@ -53,18 +53,19 @@ def gamp_rie(data: BSRData, *, damping: float = 0.0, a_estimator: str = "derivat
     ch_delta = max(delta, 1e-300)
 
     def denoiser(R, noise):
+        noise = float(noise[0])
         if onsager == "empirical":
             S, div = rie_denoise(R.reshape(d, L), noise, rho, divergence=True)
-            return S.ravel(), noise * div / (d * L)
+            return S.reshape(1, -1), noise * div / (d * L)
         S = rie_denoise(R.reshape(d, L), noise, rho)
-        return S.ravel(), mmse_rie(beta, rho, noise)
+        return S.reshape(1, -1), mmse_rie(beta, rho, noise)
 
     def se_map(v):
         return mmse_rie(beta, rho, (delta + v) / alpha)
 
-    res = gamp(data.Phi, data.y, channel=channel(), channel_params=(ch_delta,), denoiser=denoiser,
-               v0=1.0, a_estimator=a_estimator, damping=damping, max_iter=max_iter, tol=tol,
-               truth=data.S.ravel(), se_map=se_map, restore_best=restore_best,
-               progress=progress)
+    res = gamp(DenseOperator(data.Phi), data.y, channel(), DenoiserPrior(denoiser, name="RIE"),
+               channel_params=(ch_delta,), V0=1.0, a_estimator=a_estimator, damping=damping,
+               max_iter=max_iter, tol=tol, truth=data.S.reshape(1, -1), se_map=se_map,
+               restore_best=restore_best, progress=progress)
     res.trace["bo_mse"] = [bo_point(alpha, beta, rho, delta).mmse] * len(res.trace["mse"])
     return res

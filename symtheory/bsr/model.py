@@ -15,7 +15,7 @@ by SymPy from these inputs:
 * the rectangular RIE denoiser ``xi(x) = x - (2D/sqrt(beta)) [(beta-1)/(2x) + H(x)]``
   and the Nishimori form ``mmse = 1 - beta^(-1/2) int xi^2 mu`` (bsr.md 3.2);
 * the degrees-of-freedom count ``r(d + L - r)`` of a rank-r matrix (bsr.md 7);
-* the Gaussian prior (overlap map from its log-partition, :mod:`glm.factors.priors`).
+* the Gaussian prior (overlap map from its log-partition, :mod:`glm.factors.gaussian_prior`).
 
 Symbols: ``t = sqrt(beta)`` (keeps every relation polynomial), ``rho``, ``D`` (the
 effective noise ``Delta_eff``), ``alpha``, ``delta``, ``v = 1 - q``.
@@ -25,7 +25,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ..core import freeprob, functionals
-from ..glm.factors import priors
+from ..glm.factors import gaussian_prior
 from ..core.derive import cached_derivation
 
 t, rho, D = sp.symbols("t rho D", positive=True)
@@ -125,13 +125,13 @@ def alpha_pr_formula():
     return sp.simplify(r * (d + L - r) / (d * L))
 
 
-@cached_derivation(priors)
+@cached_derivation(gaussian_prior)
 def ridge_quadratic():
     """The ridge fixed point ``m = 1 - F(alpha/(Delta + m))`` (bsr.md 8) as a quadratic
     ``(a, b, c)`` in ``m``; the error is its largest root (``max(0, 1 - alpha)`` at
     ``Delta = 0``)."""
     m = sp.Symbol("m", positive=True)
-    F = priors.gaussian_overlap_map(alpha / (delta + m))
+    F = gaussian_prior.gaussian_overlap_map(alpha / (delta + m))
     return quadratic_coefficients(sp.numer(sp.together(m - (1 - F))), m)
 
 
@@ -143,7 +143,7 @@ def ridge_mse():
     overlap map ``F(qhat) = qhat/(1+qhat)`` (error ``1 - F``); the non-negative root.
     """
     m = sp.Symbol("m", positive=True)
-    F = priors.gaussian_overlap_map(alpha / (delta + m))
+    F = gaussian_prior.gaussian_overlap_map(alpha / (delta + m))
     sols = sp.solve(sp.Eq(m, 1 - F), m)
     # the physical branch is positive for delta > 0 (check at a sample point)
     pick = [s for s in sols if s.subs({alpha: sp.Rational(1, 2), delta: sp.Rational(1, 10)}).evalf() > 0]
@@ -209,7 +209,7 @@ def beta_infinity():
             "eps": eps, "mmse_quadratic_large_D": large_D}
 
 
-@cached_derivation(priors)
+@cached_derivation(gaussian_prior)
 def low_rank():
     """Low-rank limit r = O(1) (bsr.md 10), in units ``alpha_lr = n/(r(d+L))``.
 
@@ -221,7 +221,7 @@ def low_rank():
     qu, qv = sp.symbols("q_u q_v", positive=True)
     beta = t**2
     a = h * (1 + beta)
-    F = priors.gaussian_overlap_map
+    F = gaussian_prior.gaussian_overlap_map
     sols = sp.solve([sp.Eq(qu, F(a * qv)), sp.Eq(qv, F(a / beta * qu))], [qu, qv], dict=True)
     nontrivial = [s for s in sols if s[qu] != 0]
     if len(nontrivial) != 1:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .quadrature import tanh_sinh_unit
+
 #: float64 machine epsilon (a global: Numba freezes it into the compiled code)
 EPS = float(np.finfo(np.float64).eps)
 
@@ -165,31 +167,20 @@ def real_root_between(A, x, lo, hi):
     return np.nan
 
 
-T_MAX = 4.0
+# the one tanh-sinh rule (core.quadrature.tanh_sinh_unit), compiled for the drivers below
+_tanh_sinh_unit = numba.njit(cache=True)(tanh_sinh_unit)
 
 
 @numba.njit(cache=True)
 def tanh_sinh(a, b, level, only_new):
-    """Numba twin of :func:`symtheory.core.quadrature.tanh_sinh_nodes`."""
-    step = 2.0 ** (-level)
-    kmax = int(np.floor(T_MAX / step))
-    stride = 2 if (only_new and level > 0) else 1
-    start = -kmax
-    if stride == 2 and start % 2 == 0:
-        start += 1
-    n = (kmax - start) // stride + 1
-    x = np.empty(n)
-    w = np.empty(n)
+    """:func:`symtheory.core.quadrature.tanh_sinh_nodes` inside Numba: nodes and
+    unit-step weights on ``[a, b]``."""
+    side, gap, w = _tanh_sinh_unit(level, only_new)
     h = 0.5 * (b - a)
-    for i in range(n):
-        t = (start + i * stride) * step
-        u = 0.5 * np.pi * np.sinh(t)
-        e = np.exp(-2.0 * abs(u))
-        gap = 2.0 * h * e / (1.0 + e)
-        x[i] = a + gap if u < 0 else b - gap
-        cu = np.cosh(u)
-        w[i] = h * 0.5 * np.pi * np.cosh(t) / (cu * cu)
-    return x, w
+    x = np.empty(side.shape[0])
+    for i in range(side.shape[0]):
+        x[i] = a + h * gap[i] if side[i] < 0 else b - h * gap[i]
+    return x, h * w
 
 
 # Template of the fused integration driver generated next to each integrand kernel.

@@ -543,6 +543,8 @@ class Kernel:
         for a, v in zip(self.args, args):
             if a in self.vector_args:
                 arr = np.ascontiguousarray(v, dtype=np.float64)
+                if not arr.flags.writeable:     # a broadcast view: the signature wants float64[:]
+                    arr = arr.copy()
                 if arr.ndim != 1:
                     raise ValueError(f"vector argument {a} must be 1-D")
                 n = arr.shape[0] if n is None else n

@@ -21,12 +21,13 @@ Each identity is checked numerically in ``tests/test_spectral.py``.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import sympy as sp
 
 from .codegen import Kernel
+from .result import Result, alias
 
 
 def _integral_symbol(integrand, x, mu, H):
@@ -77,13 +78,18 @@ def reduce_integral(integrand, x, mu, H, *, moments=(), even=False):
 
 
 @dataclass
-class FunctionalValue:
-    value: float
-    error: float          # sum_i |coefficient_i| * error estimate of integral_i
-    integrals: dict
-    errors: dict
-    nodes: int
-    converged: bool       # error <= rtol * |value| (+ a floor of 1e-300)
+class FunctionalValue(Result):
+    """A functional's ``value`` with ``error`` (``"estimate"``: ``sum_i |coefficient_i| *``
+    the error estimate of ``integral_i``), the ``integrals`` and their ``errors`` by
+    symbol, the quadrature ``nodes`` (the ``iterations``); ``converged``: ``error <= rtol
+    |value|`` (+ a floor of 1e-300)."""
+
+    integrals: dict = field(default_factory=dict)
+    errors: dict = field(default_factory=dict)
+    error_kind: str = field(default="estimate", kw_only=True)
+    method: str = field(default="tanh-sinh quadrature of the reduced integrals", kw_only=True)
+
+    nodes = alias("iterations", "Quadrature nodes used (the iterations).")
 
 
 class LinearSpectralFunctional:
@@ -161,8 +167,10 @@ class LinearSpectralFunctional:
 
             warnings.warn(f"{self.name}: estimated error {error:.3g} of value {value:.6g} at "
                           f"{params} exceeds 100 x rtol", SpectralAccuracyWarning, stacklevel=2)
-        return FunctionalValue(value, error, dict(zip(map(str, self.integral_symbols), ints)),
-                               dict(zip(map(str, self.integral_symbols), errs)), nodes, converged)
+        return FunctionalValue(value=value, error=error,
+                               integrals=dict(zip(map(str, self.integral_symbols), ints)),
+                               errors=dict(zip(map(str, self.integral_symbols), errs)),
+                               iterations=nodes, converged=converged)
 
     def evaluate_mp(self, law_params, extra=(), dps=30):
         """The value in mpmath, to about ``dps`` significant digits.

@@ -26,6 +26,7 @@ from typing import Callable
 
 import numpy as np
 
+from .result import Result, alias
 from .validate import ParameterError, real
 
 
@@ -45,14 +46,20 @@ class NoBracketError(ValueError):
 
 
 @dataclass
-class SolverResult:
-    """Outcome of a root or fixed-point solve."""
+class SolverResult(Result):
+    """Outcome of a root or fixed-point solve (:class:`~symtheory.core.result.Result`).
 
-    value: object
-    converged: bool
-    iterations: int
-    residual: float
-    method: str
+    Constructed positionally as ``SolverResult(value, converged, iterations, residual,
+    method, message, history)`` (the base's fields are redeclared positional for that).
+    ``error``: for :func:`fixed_point` with a Jacobian at the end, the ``truncation``
+    (``error_kind="estimate"``), else ``None``.
+    """
+
+    value: object = None
+    converged: bool = False
+    iterations: int = 0
+    residual: float = math.nan
+    method: str = ""
     message: str = ""
     history: list = field(default_factory=list)
     evaluations: int = 0          # calls of the user's function
@@ -287,39 +294,74 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
                                       low=0.0, low_open=True, high=0.5)
     if int(maxiter) < 1 or int(max_kicks) < 0:
         raise ParameterError(f"maxiter must be >= 1 and max_kicks >= 0, got {maxiter}, {max_kicks}")
-    shape = np.shape(x0)
-    evaluations = 0
+    solve = _FixedPointSolve(
+        F, x0, domain=domain, project=project, theta0=theta0, adaptive=adaptive, tol=tol,
+        maxiter=int(maxiter), newton_below=newton_below, callback=callback,
+        keep_history=keep_history, jacobian_step=jacobian_step,
+        jacobian_directions=jacobian_directions,
+        jacobian_boundary_fraction=jacobian_boundary_fraction,
+        jacobian_start=_jacobian_seed(jacobian_start, int(np.size(x0)), name))
+    x = np.asarray(x0, dtype=float).ravel().copy()
+    if not solve.inside(x):
+        raise ParameterError(f"{name}: the start {solve.shaped(x)} is outside the domain of the map")
+    solve.iterate_and_escape(x, stability=stability, kick=kick, max_kicks=max_kicks,
+                             orientation=orientation)
+    result = solve.result()
+    if warn and (not result.converged or result.stable is False):
+        warnings.warn(f"{name}: {result.message}", ConvergenceWarning, stacklevel=2)
+    return result
 
-    def shaped(v):
-        return float(v[0]) if shape == () else v.reshape(shape)
 
-    def Fv(v):
-        nonlocal evaluations
-        evaluations += 1
-        return np.asarray(F(shaped(v)), dtype=float).ravel()
+def _jacobian_seed(jacobian_start, n: int, name: str):
+    """``fixed_point``'s ``jacobian_start`` checked and copied: ``(point, J, radius, True)``
+    (the last element: it is a seed, not the map's own), or ``None``."""
+    if jacobian_start is None:
+        return None
+    try:
+        point, J0, radius = jacobian_start
+        point = np.array(point, dtype=float).ravel()
+        J0 = np.array(J0, dtype=float).reshape(n, n)     # a copy: never the caller's
+        radius = float(radius)
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(f"{name}: jacobian_start must be (point, J, radius) with a "
+                             f"{n} x {n} J (1 x 1 for a scalar map): {exc}") from None
+    if point.size != n or not (np.all(np.isfinite(point)) and np.all(np.isfinite(J0))
+                               and 0 <= radius < math.inf):
+        raise ParameterError(f"{name}: jacobian_start must be a finite point of {n} "
+                             f"coordinates, a finite {n} x {n} J and a radius in [0, inf)")
+    return (point, J0, radius, True)
 
-    def inside(v):
-        return domain is None or bool(domain(shaped(v)))
 
-    last_jacobian = None          # (point, J, reuse radius, seeded)
-    if jacobian_start is not None:
-        n = int(np.size(x0))
-        try:
-            point, J0, radius = jacobian_start
-            point = np.array(point, dtype=float).ravel()
-            J0 = np.array(J0, dtype=float).reshape(n, n)     # a copy: never the caller's
-            radius = float(radius)
-        except (TypeError, ValueError) as exc:
-            raise ParameterError(f"{name}: jacobian_start must be (point, J, radius) with a "
-                                 f"{n} x {n} J (1 x 1 for a scalar map): {exc}") from None
-        if point.size != n or not (np.all(np.isfinite(point)) and np.all(np.isfinite(J0))
-                                   and 0 <= radius < math.inf):
-            raise ParameterError(f"{name}: jacobian_start must be a finite point of {n} "
-                                 f"coordinates, a finite {n} x {n} J and a radius in [0, inf)")
-        last_jacobian = (point, J0, radius, True)
-    reuses = 0
+class _FixedPointSolve:
+    """One call of :func:`fixed_point`: the map on flat float vectors (its evaluations
+    counted, its domain, its difference Jacobian and the reuse of it), the damped
+    (+ Newton) runs, the escapes from unstable fixed points, and the result."""
 
-    def jacobian(v, fv, verdict=False):
+    def __init__(self, F, x0, *, domain, project, theta0, adaptive, tol, maxiter, newton_below,
+                 callback, keep_history, jacobian_step, jacobian_directions,
+                 jacobian_boundary_fraction, jacobian_start):
+        self.F, self.domain, self.project = F, domain, project
+        self.shape = np.shape(x0)
+        self.theta0, self.adaptive, self.tol, self.maxiter = theta0, adaptive, tol, maxiter
+        self.newton_below, self.callback, self.keep_history = newton_below, callback, keep_history
+        self.jacobian_step, self.jacobian_directions = jacobian_step, jacobian_directions
+        self.jacobian_boundary_fraction = jacobian_boundary_fraction
+        self.last_jacobian = jacobian_start   # (point, J, reuse radius, seeded)
+        self.evaluations, self.reuses = 0, 0
+        self.history = []
+
+    # ------------------------------------------------------------------ the map
+    def shaped(self, v):
+        return float(v[0]) if self.shape == () else v.reshape(self.shape)
+
+    def Fv(self, v):
+        self.evaluations += 1
+        return np.asarray(self.F(self.shaped(v)), dtype=float).ravel()
+
+    def inside(self, v):
+        return self.domain is None or bool(self.domain(self.shaped(v)))
+
+    def jacobian(self, v, fv, verdict=False):
         # A difference Jacobian is exact only to its truncation error, O(h F''); at a point
         # closer to the last one than its smallest probe (|x' - x| <= h) the change of the
         # Jacobian, O(|x' - x| F''), is within that error, so the last one is reused: the
@@ -327,128 +369,142 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
         # map evaluations (each is a full pass over the frozen samples of an SE).  A seeded
         # one (jacobian_start: another map's) also decides stability, unless its largest
         # eigenvalue is above MARGINAL_EIGENVALUE: then the verdict is this map's own
-        nonlocal last_jacobian, reuses
-        if last_jacobian is not None and \
-                float(np.max(np.abs(v - last_jacobian[0]))) <= last_jacobian[2] and not (
-                    verdict and last_jacobian[3]
-                    and _largest_real_eigenvalue(last_jacobian[1])[0] > MARGINAL_EIGENVALUE):
-            reuses += 1
-            return last_jacobian[1]
+        last = self.last_jacobian
+        if last is not None and float(np.max(np.abs(v - last[0]))) <= last[2] and not (
+                verdict and last[3] and _largest_real_eigenvalue(last[1])[0] > MARGINAL_EIGENVALUE):
+            self.reuses += 1
+            return last[1]
         probes = []
-        J = difference_jacobian(Fv, v, fv, step=jacobian_step,
-                                domain=None if domain is None else inside,
-                                directions=jacobian_directions,
-                                boundary_fraction=jacobian_boundary_fraction, probes=probes)
-        last_jacobian = None if J is None else (v.copy(), J, min(probes, default=0.0), False)
+        J = difference_jacobian(self.Fv, v, fv, step=self.jacobian_step,
+                                domain=None if self.domain is None else self.inside,
+                                directions=self.jacobian_directions,
+                                boundary_fraction=self.jacobian_boundary_fraction, probes=probes)
+        self.last_jacobian = None if J is None else (v.copy(), J, min(probes, default=0.0), False)
         return J
 
-    x = np.asarray(x0, dtype=float).ravel().copy()
-    if not inside(x):
-        raise ParameterError(f"{name}: the start {shaped(x)} is outside the domain of the map")
-    history = []
-
-    def run(x):
+    # ------------------------------------------------------------------ the iteration
+    def run(self, x):
         """One damped (+ Newton) run; returns (status, x, F(x), residual, iterations)."""
-        theta, prev_res, wait, skip = theta0, np.inf, 0, 1
-        fx = Fv(x)
+        theta, prev_res, wait, skip = self.theta0, np.inf, 0, 1
+        fx = self.Fv(x)
         res = np.inf
-        for it in range(1, int(maxiter) + 1):
+        for it in range(1, self.maxiter + 1):
             if not np.all(np.isfinite(fx)):
                 return "non-finite", x, fx, np.inf, it
             res = float(np.max(np.abs(fx - x)))
-            if keep_history:
-                history.append(_out(shaped(x)))
-            if callback is not None:
-                callback(it, shaped(x), res)
-            if res <= tol * (1.0 + float(np.max(np.abs(x)))):
+            if self.keep_history:
+                self.history.append(_out(self.shaped(x)))
+            if self.callback is not None:
+                self.callback(it, self.shaped(x), res)
+            if res <= self.tol * (1.0 + float(np.max(np.abs(x)))):
                 return "converged", x, fx, res, it
             step = None
-            if 0 < res < newton_below:
+            if 0 < res < self.newton_below:
                 if wait > 0:
                     wait -= 1
                 else:
-                    step = _newton_step(Fv, x, fx, res, jacobian, inside, project, shaped)
+                    step = _newton_step(self.Fv, x, fx, res, self.jacobian, self.inside,
+                                        self.project, self.shaped)
                     wait, skip = (0, 1) if step is not None else (skip, 2 * skip)
             if step is None:
-                if adaptive:
+                if self.adaptive:
                     theta = (min(0.5 * (1.0 + theta), 0.95) if res > prev_res
-                             else max(theta0, 0.9 * theta))
-                xn = theta * x + (1.0 - theta) * fx
-                if project is not None:
-                    xn = np.asarray(project(shaped(xn)), dtype=float).ravel()
-                for _ in range(60):      # halve the step until it is inside the domain
-                    if inside(xn):
-                        break
-                    xn = x + 0.5 * (xn - x)
-                else:
+                             else max(self.theta0, 0.9 * theta))
+                step = self.damped_step(x, fx, theta)
+                if step is None:
                     return "left the domain", x, fx, res, it
-                step = xn, Fv(xn)
             prev_res = res
             x, fx = step
-        return "not converged", x, fx, res, int(maxiter)
+        return "not converged", x, fx, res, self.maxiter
 
-    total, escapes, left = 0, 0, []
-    stable, J, note = None, None, ""
-    while True:
-        status, x, fx, res, its = run(x)
-        total += its
-        J = None                  # the Jacobian reported is the one at the returned point
-        if status != "converged" or not stability:
-            break
-        J = jacobian(x, fx, verdict=True)
-        if J is None:
-            note = "; stability not checked (a difference step leaves the domain both ways)"
-            break
-        lam, v = _largest_real_eigenvalue(J)
-        stable = lam <= 1.0 + STABILITY_MARGIN
-        if stable:
-            break
-        xk = None if escapes >= max_kicks else _escape(x, v, kick, inside, orientation,
-                                                       escapes)
-        if xk is None:
-            note = (f"; UNSTABLE fixed point (Jacobian eigenvalue {lam:.6g} > 1): "
-                    + (f"still unstable after {escapes} escapes" if escapes >= max_kicks
-                       else "no escape direction inside the domain"))
-            break
-        escapes += 1
-        left.append(lam)
-        x = xk
-        if last_jacobian is not None and last_jacobian[3]:
-            last_jacobian = None          # an escape differences the map itself again
-    converged = status == "converged"
-    value = fx if converged and inside(fx) else x
-    truncation = None
-    if J is not None:
-        # the residual tolerance bounds |F(x) - x|, not the distance to the fixed point:
-        # that is (I - J)^{-1} (F(x) - x), large where J has an eigenvalue near 1 (next to
-        # a fixed point on the domain's boundary the iterate approaches it geometrically)
-        try:
-            truncation = np.abs(x + np.linalg.solve(np.eye(x.size) - J, fx - x) - value)
-        except np.linalg.LinAlgError:
-            truncation = np.full(x.size, np.inf)
-    if converged:
-        msg = f"converged in {total} iterations (residual {res:.2e})"
-    elif status == "not converged":
-        msg = f"not converged after {total} iterations (residual {res:.2e})"
-    else:
-        msg = f"stopped after {total} iterations: map {status} (residual {res:.2e})"
-    if escapes:
-        msg += (f"; left {escapes} unstable fixed point(s) along their unstable direction "
-                f"(largest Jacobian eigenvalue {', '.join(f'{v:.4g}' for v in left)})")
-    msg += note
-    if warn and (not converged or stable is False):
-        warnings.warn(f"{name}: {msg}", ConvergenceWarning, stacklevel=2)
-    result = SolverResult(_out(shaped(value)), converged, total, res, "fixed-point", msg, history)
-    result.evaluations, result.stable, result.escapes, result.jacobian = evaluations, stable, escapes, J
-    result.jacobian_reuses = reuses
-    result.truncation = truncation
-    if J is not None and last_jacobian is not None and last_jacobian[1] is J:
-        # where the reported Jacobian was computed and how far it holds: what a later
-        # solve may take as its jacobian_start (a seed keeps its own point, so it does
-        # not drift from stage to stage); seeded: it is the seed, not this map's
-        result.jacobian_point, result.jacobian_radius = last_jacobian[0], last_jacobian[2]
-        result.jacobian_seeded = last_jacobian[3]
-    return result
+    def damped_step(self, x, fx, theta):
+        """``(x_new, F(x_new))`` of the damped step, halved towards ``x`` until it is
+        inside the domain; ``None`` if 60 halvings do not get it there."""
+        xn = theta * x + (1.0 - theta) * fx
+        if self.project is not None:
+            xn = np.asarray(self.project(self.shaped(xn)), dtype=float).ravel()
+        for _ in range(60):
+            if self.inside(xn):
+                return xn, self.Fv(xn)
+            xn = x + 0.5 * (xn - x)
+        return None
+
+    def iterate_and_escape(self, x, *, stability, kick, max_kicks, orientation):
+        """Runs until a run ends without convergence, or converges to a fixed point whose
+        stability is not asked, not checkable, stable, or cannot (or may no more) be left
+        along its unstable direction (:func:`_escape`)."""
+        self.total, self.escapes, self.left = 0, 0, []
+        self.stable, self.note = None, ""
+        while True:
+            self.status, x, fx, self.res, its = self.run(x)
+            self.total += its
+            self.J = None         # the Jacobian reported is the one at the returned point
+            if self.status != "converged" or not stability:
+                break
+            self.J = self.jacobian(x, fx, verdict=True)
+            if self.J is None:
+                self.note = "; stability not checked (a difference step leaves the domain both ways)"
+                break
+            lam, v = _largest_real_eigenvalue(self.J)
+            self.stable = lam <= 1.0 + STABILITY_MARGIN
+            if self.stable:
+                break
+            xk = None if self.escapes >= max_kicks else _escape(x, v, kick, self.inside,
+                                                                orientation, self.escapes)
+            if xk is None:
+                self.note = (f"; UNSTABLE fixed point (Jacobian eigenvalue {lam:.6g} > 1): "
+                             + (f"still unstable after {self.escapes} escapes"
+                                if self.escapes >= max_kicks
+                                else "no escape direction inside the domain"))
+                break
+            self.escapes += 1
+            self.left.append(lam)
+            x = xk
+            if self.last_jacobian is not None and self.last_jacobian[3]:
+                self.last_jacobian = None     # an escape differences the map itself again
+        self.x, self.fx = x, fx
+
+    def message(self) -> str:
+        total, res = self.total, self.res
+        if self.status == "converged":
+            msg = f"converged in {total} iterations (residual {res:.2e})"
+        elif self.status == "not converged":
+            msg = f"not converged after {total} iterations (residual {res:.2e})"
+        else:
+            msg = f"stopped after {total} iterations: map {self.status} (residual {res:.2e})"
+        if self.escapes:
+            msg += (f"; left {self.escapes} unstable fixed point(s) along their unstable "
+                    f"direction (largest Jacobian eigenvalue "
+                    f"{', '.join(f'{v:.4g}' for v in self.left)})")
+        return msg + self.note
+
+    def result(self) -> SolverResult:
+        x, fx, J = self.x, self.fx, self.J
+        converged = self.status == "converged"
+        value = fx if converged and self.inside(fx) else x
+        truncation = None
+        if J is not None:
+            # the residual tolerance bounds |F(x) - x|, not the distance to the fixed point:
+            # that is (I - J)^{-1} (F(x) - x), large where J has an eigenvalue near 1 (next to
+            # a fixed point on the domain's boundary the iterate approaches it geometrically)
+            try:
+                truncation = np.abs(x + np.linalg.solve(np.eye(x.size) - J, fx - x) - value)
+            except np.linalg.LinAlgError:
+                truncation = np.full(x.size, np.inf)
+        result = SolverResult(
+            _out(self.shaped(value)), converged, self.total, self.res, "fixed-point",
+            self.message(), self.history, evaluations=self.evaluations, stable=self.stable,
+            escapes=self.escapes, jacobian=J, jacobian_reuses=self.reuses, truncation=truncation,
+            error=None if truncation is None else _out(self.shaped(truncation)),
+            error_kind="" if truncation is None else "estimate")
+        last = self.last_jacobian
+        if J is not None and last is not None and last[1] is J:
+            # where the reported Jacobian was computed and how far it holds: what a later
+            # solve may take as its jacobian_start (a seed keeps its own point, so it does
+            # not drift from stage to stage); seeded: it is the seed, not this map's
+            result.jacobian_point, result.jacobian_radius = last[0], last[2]
+            result.jacobian_seeded = last[3]
+        return result
 
 
 #: share of the way to the domain's boundary taken by a Newton step that would leave it
@@ -545,15 +601,22 @@ def fixed_points_from_starts(F: Callable, starts: dict, *, distinct_tol=1e-6, **
 
 
 @dataclass
-class PrecisionRoot:
-    """A root computed at ``digits`` significant digits and confirmed at ``2*digits``."""
+class PrecisionRoot(Result):
+    """A root computed at ``digits`` significant digits and confirmed at ``2*digits``:
+    ``value`` the mpf at ``digits`` (+ guard) precision, ``value_check`` the one of the
+    ``2*digits`` solve; ``error`` their difference (``"estimate"``: the second is far
+    more accurate); ``converged`` (also ``confirmed``) when they agree to ``digits``
+    (``agreement_digits``); ``iterations`` the evaluations of the function; ``residual``
+    ``|f(value)|``."""
 
-    value: object          # mpf at `digits` (+ guard) precision
-    value_check: object    # mpf from the 2*digits solve
-    digits: int
-    confirmed: bool
-    agreement_digits: float
-    seconds: float
+    value_check: object = None
+    digits: int = 0
+    agreement_digits: float = math.nan
+    seconds: float = math.nan
+    error_kind: str = field(default="estimate", kw_only=True)
+    method: str = field(default="secant (mpmath)", kw_only=True)
+
+    confirmed = alias("converged", "The two solves agree to ``digits``.")
 
 
 def refine_root_mp(f_mp: Callable, x0, *, digits: int, guard: int = 10, x_scale=None,
@@ -571,30 +634,40 @@ def refine_root_mp(f_mp: Callable, x0, *, digits: int, guard: int = 10, x_scale=
     if digits < 1:
         raise ValueError(f"digits must be >= 1, got {digits}")
     t0 = time.perf_counter()
+    calls = 0
+
+    def f_counted(v):
+        nonlocal calls
+        calls += 1
+        return f_mp(v)
 
     def solve(start, dps):
+        """The root at ``dps`` digits and ``|f|`` there."""
         with mpmath.workdps(dps):
             s = mpmath.mpf(start)
             # second secant point at the accuracy of the start (float64: ~1e-13)
             h = abs(s) * mpmath.mpf(10) ** (-13) if s != 0 else mpmath.mpf(10) ** (-20)
             # relative step tolerance a few digits above the working precision
             tol = mpmath.mpf(10) ** (-(dps - guard // 2))
-            root = mpmath.findroot(f_mp, (s, s + h), solver="secant", tol=tol, maxsteps=60,
-                                   verify=False)
-            fval = abs(f_mp(root))
+            root = mpmath.findroot(f_counted, (s, s + h), solver="secant", tol=tol,
+                                   maxsteps=60, verify=False)
+            fval = abs(f_counted(root))
             scale = abs(root) if root != 0 else mpmath.mpf(1)
             if fval > mpmath.mpf(10) ** (-(dps - guard)) * max(scale, 1):
                 raise ArithmeticError(f"{name}: secant did not reach |f| small at {dps} digits "
                                       f"(|f|={mpmath.nstr(fval, 5)})")
-            return root
+            return root, fval
 
-    v1 = solve(x0, digits + guard)
-    v2 = solve(v1, 2 * digits + guard)
+    v1, f1 = solve(x0, digits + guard)
+    v2, _ = solve(v1, 2 * digits + guard)
     with mpmath.workdps(2 * digits + guard):
         diff = abs(v1 - v2)
         scale = abs(v2) if v2 != 0 else mpmath.mpf(1)
         agree = float(-mpmath.log10(diff / scale)) if diff != 0 else float(2 * digits + guard)
-    return PrecisionRoot(v1, v2, digits, agree >= digits, agree, time.perf_counter() - t0)
+    return PrecisionRoot(value=v1, value_check=v2, digits=digits, converged=agree >= digits,
+                         agreement_digits=agree, seconds=time.perf_counter() - t0, error=diff,
+                         iterations=calls, residual=float(f1),
+                         message=f"agrees with the {2 * digits}-digit solve to {agree:.1f} digits")
 
 
 def _ldexp_mp(x, e):

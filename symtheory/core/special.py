@@ -15,6 +15,7 @@ are opaque SymPy ``Function`` classes with
 | function | meaning | derivative |
 |---|---|---|
 | ``Erfcx(x)`` | exp(x^2) erfc(x) | -(2/sqrt pi) InvMillsPlusX(z)/InvMills(z), z = -sqrt(2) x |
+| ``LogErfcx(x)`` | log(exp(x^2) erfc(x)) | -sqrt(2) InvMillsPlusX(-sqrt(2) x) |
 | ``LogNdtr(x)`` | log Phi(x) | InvMills(x) |
 | ``InvMills(x)`` | phi(x)/Phi(x) (inverse Mills ratio) | -InvMills(x) InvMillsPlusX(x) |
 | ``InvMillsPlusX(x)`` | x + phi(x)/Phi(x) | 1 - InvMills(x) InvMillsPlusX(x) |
@@ -49,6 +50,11 @@ def mp_erfcx(x):
     # a product, no cancellation; mpmath's erfc neither underflows nor loses digits
     with mpmath.extraprec(10):
         return +(mpmath.exp(x * x) * mpmath.erfc(x))
+
+
+def mp_log_erfcx(x):
+    with mpmath.extraprec(10):
+        return +mpmath.log(mp_erfcx(x))
 
 
 def mp_log_ndtr(x):
@@ -103,6 +109,7 @@ def mp_expit(x):
 
 MPMATH_NAMESPACE = {
     "_st_erfcx": mp_erfcx,
+    "_st_log_erfcx": mp_log_erfcx,
     "_st_log_ndtr": mp_log_ndtr,
     "_st_inv_mills": mp_inv_mills,
     "_st_inv_mills_plus_x": mp_inv_mills_plus_x,
@@ -161,6 +168,21 @@ class Erfcx(_StableFunction):
 
     def _eval_rewrite_as_erfc(self, x, **kwargs):
         return sp.exp(x**2) * sp.erfc(x)
+
+
+class LogErfcx(_StableFunction):
+    """``log(exp(x**2) erfc(x))``: finite where ``Erfcx`` overflows (``x < -26.7``)."""
+
+    _numba_name = "log_erfcx"
+    _mp_name = "_st_log_erfcx"
+
+    def fdiff(self, argindex=1):
+        # Erfcx'/Erfcx with Erfcx(x) = sqrt(2/pi)/InvMills(z), z = -sqrt(2) x (as in Erfcx):
+        # no 2x - 2/(sqrt(pi) erfcx(x)) cancellation for large x
+        return -sp.sqrt(2) * InvMillsPlusX(-sp.sqrt(2) * self.args[0])
+
+    def _eval_rewrite_as_erfc(self, x, **kwargs):
+        return sp.log(sp.exp(x**2) * sp.erfc(x))
 
 
 class LogNdtr(_StableFunction):
@@ -257,6 +279,6 @@ class Expit(_StableFunction):
 
 
 #: the one-argument stable functions
-STABLE_FUNCTIONS = (Erfcx, LogNdtr, InvMills, InvMillsPlusX, Log1pExp, Expit)
+STABLE_FUNCTIONS = (Erfcx, LogErfcx, LogNdtr, InvMills, InvMillsPlusX, Log1pExp, Expit)
 #: every stable function, by class name (for ``sympify``/``lambdify`` namespaces)
 ALL_STABLE_FUNCTIONS = STABLE_FUNCTIONS + (LogNdtrDiff,)

@@ -63,6 +63,15 @@ def erfcx(x):
 
 
 @numba.njit(cache=True)
+def log_erfcx(x):
+    """log(exp(x^2) erfc(x)): x^2 + log erfc(x) for x < 0 (erfc in (1, 2): no
+    cancellation, no overflow), log erfcx(x) for x >= 0."""
+    if x >= 0.0:
+        return math.log(_erfcx_nonneg(x))
+    return x * x + math.log(math.erfc(x))
+
+
+@numba.njit(cache=True)
 def log_ndtr(x):
     """log Phi(x), Phi the standard normal CDF; accurate in both tails."""
     if x > 0.0:

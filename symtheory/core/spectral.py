@@ -30,6 +30,7 @@ import sympy as sp
 
 from . import _spectral_nb
 from .codegen import JitModule, Kernel
+from .result import Result, alias
 from .solvers import polynomial_roots_mp
 
 #: the Numba routines, compiled lazily at first call: logged like the kernels
@@ -53,13 +54,18 @@ class Support:
 
 
 @dataclass
-class IntegralResult:
-    """Values of several spectral integrals, with error estimates and node counts."""
+class IntegralResult(Result):
+    """Values of several spectral integrals (``value``, also ``values``) with error
+    estimates (``error``, also ``errors``: the change between the last two tanh-sinh
+    levels, which bounds the coarser one's error) and the ``nodes`` used (the
+    ``iterations``); ``converged``: every change below ``rtol`` times its integral."""
 
-    values: np.ndarray
-    errors: np.ndarray
-    nodes: int
-    converged: bool
+    error_kind: str = field(default="estimate", kw_only=True)
+    method: str = field(default="nested tanh-sinh", kw_only=True)
+
+    values = alias("value", "The integrals (the value).")
+    errors = alias("error", "Their error estimates (the error).")
+    nodes = alias("iterations", "Quadrature nodes used (the iterations).")
 
 
 class AlgebraicSpectralLaw:
@@ -255,7 +261,8 @@ class AlgebraicSpectralLaw:
             warnings.warn(f"{self.name}: spectral integrals not converged at tanh-sinh level "
                           f"{max_level}: estimated error {err} (rtol {rtol}) at {params}",
                           SpectralAccuracyWarning, stacklevel=2)
-        return IntegralResult(total, err, nodes, converged)
+        return IntegralResult(value=total, error=err, iterations=nodes,
+                              converged=bool(converged))
 
     def pieces(self, *params, support: Support | None = None, half: bool = False):
         """Integration pieces: bulks cut at 0 and at the real parts of nearby complex

@@ -18,6 +18,8 @@ input (any scaling, any argument)    output
                                       (so ``exp(x**2) erfc(x) -> Erfcx(x)``)
 ``Phi(t)``                           ``exp(LogNdtr(t))``
 ``log(1 + exp(x))``                  ``Log1pExp(x)``
+``log(a exp(X) + b exp(Y))``          ``log a + X + Log1pExp(Y - X + log(b/a))``
+                                     (``Erfcx(u)`` as ``exp(LogErfcx(u))``)
 ``1/(1 + exp(-x))``                  ``Expit(x)``
 ``log(exp(L) * ...)``                ``L + log(...)``  (``expand_log``)
 ===================================  ======================================
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .special import Erfcx, Expit, Log1pExp, LogNdtr, LogNdtrDiff
+from .special import Erfcx, Expit, Log1pExp, LogErfcx, LogNdtr, LogNdtrDiff
 
 
 class _Phi(sp.Function):
@@ -123,7 +125,27 @@ def _rewrite_log(e: sp.log):
         one, other = sorted(arg.args, key=lambda a: not a.is_Number)
         if one == 1 and isinstance(other, sp.exp):
             return Log1pExp(other.args[0])
+        # log(a exp(X) + b exp(Y)) = log a + X + Log1pExp(Y - X + log(b/a)), a, b > 0:
+        # a sum of two probabilities in logs, which underflows to log 0 (and its
+        # derivative to 0/0) when both are below 1e-308; Erfcx(u) counts as
+        # exp(LogErfcx(u)) (it overflows for u < -26.7)
+        logs = [_log_of_positive_term(t) for t in arg.args]
+        if len(logs) == 2 and None not in logs:
+            X, Y = logs
+            return X + Log1pExp(Y - X)
     return e
+
+
+def _log_of_positive_term(t):
+    """``log t`` for ``t = c exp(X)`` or ``c Erfcx(u)`` with ``c > 0`` (else None)."""
+    c, x = t.as_independent(sp.exp, Erfcx, as_Add=False)
+    if not c.is_positive:
+        return None
+    if isinstance(x, sp.exp):
+        return sp.log(c) + x.args[0]
+    if isinstance(x, Erfcx):
+        return sp.log(c) + LogErfcx(x.args[0])
+    return None
 
 
 def _rewrite_pow(e: sp.Pow):

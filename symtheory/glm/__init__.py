@@ -9,12 +9,14 @@ researcher's own model is declared the same way.
 subpackage                 what it holds
 =========================  ============================================================
 :mod:`.factors`            channels (scalar, multi-index, reduced, discrete, noisy, deep,
-                           orthant, linear-rank) and priors (Gaussian, spectral)
+                           orthant, linear-rank) and priors (Gaussian, separable mixtures
+                           of point masses, Gaussians and densities, their products, spectral)
 :mod:`.integrate`          integration rules that follow the integrand (link structure,
                            orthant mixtures, reduced posteriors, peak and Laplace-RQMC)
 :mod:`.checks`             identity checks every declared channel must pass
 :mod:`.se`                 state evolution (matrix and spectral), sample design, errors
-:mod:`.thresholds`         linearized SE: weak recovery, staircase, grand staircase
+:mod:`.thresholds`         linearized SE: weak recovery, staircase, grand staircase;
+                           first-order transitions (alpha_alg, alpha_IT)
 :mod:`.gamp`               generalized approximate message passing
 =========================  ============================================================
 
@@ -29,12 +31,17 @@ __getattr__, __dir__, __all__ = _lazy.attach(
     __name__,
     submodules=["factors", "integrate", "checks", "se", "thresholds", "gamp"],
     submod_attrs={
-        "factors.priors": ["GaussianPrior"],
+        "factors.gaussian_prior": ["GaussianPrior"],
+        "factors.separable_prior": ["SeparablePrior"],
+        "factors.product_prior": ["ProductPrior"],
+        "se.scalar_glm": ["ScalarGlmSE"],
+        "thresholds.phases": ["phase_transitions"],
         "factors.scalar": ["ScalarChannel", "likelihood_channel", "threshold_channel",
                            "sign_channel", "gaussian_noise_channel"],
         "checks.scalar": ["ChannelCheckError"],
         "factors.multi_index": ["MultiIndexModel", "DeterministicReduction"],
-        "se.state_evolution": ["StateEvolution", "SEResult"],
+        "se.state_evolution": ["StateEvolution"],
+        "se.result": ["SEResult"],
         "se.errors": ["bayes_error", "plugin_error"],
         "thresholds.weak_recovery": ["weak_recovery"],
         "thresholds.staircase": ["staircase"],

@@ -22,18 +22,11 @@ import sympy as sp
 
 from ..glm.factors.deep import LaplaceQMCModel
 from ..glm.factors.multi_index import DeterministicReduction, MultiIndexModel
+from ..core.softmax import softmax_rows
 from ..core.validate import ParameterError, integer, real
 
 SKIP = sp.Symbol("c_skip", positive=True)
 BETA = sp.Symbol("beta_T", positive=True)
-
-
-def softmax_rows(K: sp.Matrix) -> sp.Matrix:
-    """Row softmax written as ``1 / sum_k exp(K_ik - K_ij)``: never overflows to NaN
-    (a huge exponent only sends an entry to its limit 0)."""
-    rows, cols = K.shape
-    return sp.Matrix(rows, cols, lambda i, j: 1 / sum(
-        (sp.exp(K[i, k] - K[i, j]) if k != j else sp.Integer(1)) for k in range(cols)))
 
 
 def _activation(name):

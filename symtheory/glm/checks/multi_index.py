@@ -1,6 +1,6 @@
 """Declaration check of multi-index channels against a brute-force quadrature.
 
-The raw integrand of smi.md Eq. 9 -- ``prod_m N(z_m; omega_m, V) P_out(y | Z)`` times
+The raw integrand of Eq. (9) of arXiv:2502.00901 -- ``prod_m N(z_m; omega_m, V) P_out(y | Z)`` times
 ``(1, Z - omega, (Z - omega)(Z - omega)^T)`` -- is integrated by
 ``scipy.integrate.cubature`` (Gauss-Kronrod 21 product rule with adaptive
 subdivision, vector-valued, ``rtol`` :data:`BRUTE_RTOL`) in coordinates
@@ -196,7 +196,7 @@ def check_channel(channel, *, seed: int = 20240601) -> CheckReport:
     """Compare ``channel`` (configured) with the brute force; raise on a miss."""
     import time
 
-    from ..integrate.moments import gout_from_moments
+    from ..integrate.moments import Moments
 
     model = channel.model
     d = model.P * model.M
@@ -208,11 +208,12 @@ def check_channel(channel, *, seed: int = 20240601) -> CheckReport:
     worst_g = worst_dg = 0.0
     points = _check_points(model, channel.noise_variance, rng)
     for k, (y, om, V) in enumerate(points):
-        logZ, mean, cov = channel.moments(y[None], om[None], V)
-        g, dg = gout_from_moments(mean, cov, om[None], V)
+        ours = channel.moments(y[None], om[None], V)
+        g, dg = ours.output_functions()
         logZ_b, mean_b, cov_b = brute_force_moments(model, channel.noise_variance, y, om, V,
-                                                    shift=float(logZ[0]))
-        g_b, dg_b = gout_from_moments(mean_b.reshape(1, model.P, model.M), cov_b[None], om[None], V)
+                                                    shift=float(ours.log_partition[0]))
+        g_b, dg_b = Moments.from_posterior(logZ_b, mean_b[None], cov_b[None], om[None],
+                                           V).output_functions()
         lam = float(np.linalg.norm(np.linalg.inv(V), 2))
         eg = discrepancy(g, g_b, 1e-2 * math.sqrt(lam))
         edg = discrepancy(dg, dg_b, 1e-2 * lam)

@@ -16,7 +16,8 @@ identity       what is compared                                               sc
                ``sp.diff``); without a likelihood ``mpmath.diff`` of          1/s2``
                ``log Z_out`` at 30 digits
 ``normalization``  ``sum_y Z_out`` or ``int Z_out dy`` (quadrature) vs 1       absolute
-``Nishimori``  ``E_y[g_out^2 + dg_out | omega] = 0`` (smi.md 3; it holds at  ``E g^2 +
+``Nishimori``  ``E_y[g_out^2 + dg_out | omega] = 0`` (Eq. (12) of arXiv:2502.00901; it holds
+at  ``E g^2 +
                every omega because ``int Z_out dy = 1``), omega ~ N(0, rho-V)  E |dg|``
 ``tower``      ``E_omega E_y E[z^2 | y, omega] = rho`` with                    ``rho``
                ``E[z^2|y] = (omega + V g)^2 + V + V^2 dg``, omega ~ N(0,
@@ -453,7 +454,9 @@ def measure_accuracy(channel, dps=30):
     ``log Z_out`` (the latter with floor 1: absolute, i.e. relative in ``Z_out``, while
     ``|log Z_out| <= 1``; beyond, ``Z_out`` itself is ill-conditioned -- its condition
     number grows like ``|log Z_out|`` -- or not representable); values whose mpmath reference
-    lies below 1e-290 in magnitude only need to underflow (|float| < 1e-280).
+    lies below 1e-290 in magnitude only need to underflow (|float| < 1e-280).  A reference
+    that moves between ``dps`` and ``2 dps`` digits is a cancellation: the float error is then
+    relative to the cancelling terms, whose size the ``dps``-digit rounding reveals.
     Returns ``(worst, where)``.
     """
     worst, where = 0.0, ""
@@ -469,20 +472,33 @@ def measure_accuracy(channel, dps=30):
                     got = f(y, omega)
                     ref = channel.kernel.mp(y, omega, V, *params, dps=dps)
                     for i, (a, r) in enumerate(zip(got, ref)):
-                        if not mpmath.isfinite(r):
-                            e = 0.0 if (not math.isfinite(a) and math.copysign(1, a) ==
-                                        float(mpmath.sign(r))) else math.inf
-                        elif abs(r) < mpmath.mpf("1e-290"):
-                            e = 0.0 if abs(a) < 1e-280 else math.inf
-                        elif i == 0:
-                            e = float(abs(a - r) / max(1, abs(r)))
-                        else:
-                            e = float(abs(a - r) / abs(r))
+                        e = _float_error(a, r, i == 0,
+                                         lambda: channel.kernel.mp(y, omega, V, *params,
+                                                                   dps=2 * dps)[i], dps)
                         if not e <= worst:
                             worst = e
                             where = (["log Z_out", "g_out", "dg_out"][i] + " at "
                                      + _where(channel, params, y=y, omega=omega, V=V))
     return worst, where
+
+
+def _float_error(a, r, floor_one, reference_at_twice, dps):
+    """Error of the float ``a`` against the ``dps``-digit reference ``r`` (see
+    ``measure_accuracy``); ``reference_at_twice()`` gives the reference at ``2 dps``."""
+    if not mpmath.isfinite(r):
+        return 0.0 if (not math.isfinite(a) and math.copysign(1, a) == float(mpmath.sign(r))) \
+            else math.inf
+    if abs(r) < mpmath.mpf("1e-290"):
+        return 0.0 if abs(a) < 1e-280 else math.inf
+    scale = max(1, abs(r)) if floor_one else abs(r)
+    if abs(a - r) > 1e-12 * scale:
+        # confirm at twice the digits: a reference that moves is a cancellation (g_out = 0
+        # at a symmetric point), and its dps-digit rounding measures the cancelling terms
+        r2 = reference_at_twice()
+        moved = abs(r - r2)
+        if mpmath.isfinite(r2) and moved > mpmath.mpf(10) ** (4 - dps) * abs(r2):
+            return float(abs(a - r2) / (abs(r2) + moved * mpmath.mpf(10) ** dps))
+    return float(abs(a - r) / scale)
 
 
 # ---------------------------------------------------------------------- declaration

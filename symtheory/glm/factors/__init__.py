@@ -12,7 +12,10 @@ module                         factor
 :mod:`.deep`                   deep reduced links (e.g. softmax attention) by Laplace-RQMC
 :mod:`.orthant`                signs of two linear images (hardmax of two tokens)
 :mod:`.linear_rank`            links that reveal a linear image (softmax of an AIM)
-:mod:`.priors`                 the Gaussian prior, derived from its log-partition
+:mod:`.prior`                  the prior interface: input functions, overlap map, free entropy
+:mod:`.gaussian_prior`         the Gaussian prior, derived from its log-partition
+:mod:`.separable_prior`        i.i.d. priors: point masses, Gaussians, SymPy densities
+:mod:`.product_prior`          products of separable priors over the P rows
 :mod:`.spectral_priors`        rotation-invariant matrix priors (RIE denoisers)
 =============================  ========================================================
 """

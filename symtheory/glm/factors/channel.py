@@ -1,46 +1,55 @@
-"""Shared machinery of the multi-index channels: posterior moments -> ``g_out``.
+"""The one channel interface: an output channel is its posterior moments.
 
-``g_out = V^{-1}(E[z_{.m}|y] - omega_{.m})`` and
-``[dg_out]_{am,bn} = [V^{-1} Cov(z_{.m}, z_{.n}|y) V^{-1}]_{ab} - (V^{-1})_{ab} delta_mn``
-(Eq. 12 of Troiani et al., arXiv:2502.00901), from the first and second moments of one
-weighted quadrature (no finite differences).
+A channel ``P_out(y | Z)`` enters message passing, state evolution and the thresholds
+only through ``Z_out(y; omega, V) = E_{Z ~ N(omega, V)} P_out(y | Z)``, and through it
+only by the posterior moments of ``Z`` given ``y`` (Rangan, ISIT 2011; Eq. 12 of Troiani
+et al., arXiv:2502.00901).  So every channel implements one method,
+:meth:`Channel.moments`, returning :class:`~symtheory.glm.integrate.moments.Moments`
+(``log Z_out`` and the centred mean and covariance), and ``g_out = d log Z_out / d omega``
+and ``dg_out`` are derived from them in one place
+(:meth:`~symtheory.glm.integrate.moments.Moments.output_functions`).
+
+Layouts: a multi-index channel takes ``omega (n, P, M)`` and ``V (P, P)`` (tokens
+``m`` independent given ``omega``); a scalar channel (``P = M = 1``) also takes arrays
+of any shape with a scalar ``V``, elementwise.
 """
 from __future__ import annotations
 
 import warnings
+from abc import ABC, abstractmethod
 
 import numpy as np
 
 from ...core.quadrature import AdaptiveRule, TensorRule
-from ...core.validate import ParameterError
-from ..integrate.moments import ChannelAccuracy, gout_from_moments
+from ...core.validate import ParameterError, real
+from ..integrate.moments import ChannelAccuracy, Moments
 
 
-class BlockGampChannel:
-    """A multi-index channel in the flat layout of :func:`symtheory.glm.gamp.engine.gamp` with
-    ``blocks``: outputs ordered ``(sample, row, token)``, one block per row (layer), the
-    ``P`` row variances ``V`` (the engine's per-block variances; ``V = diag(V)``, rows
-    independent given the data).  ``gout`` returns ``g_out`` and the diagonal of
-    ``d g_out/d omega`` (smi.md Eq. 12) from the channel's posterior moments;
-    ``last_error`` keeps the channel's largest estimated error of the last call."""
+class Channel(ABC):
+    """An output channel seen through its posterior moments (module docstring).
 
-    def __init__(self, channel, P: int, M: int, n_out: int):
-        self.channel, self.P, self.M, self.n_out = channel, P, M, n_out
-        self.last_error = None
+    Subclasses implement :meth:`moments`; ``g_out`` and ``dg_out`` (:meth:`gout`) and
+    ``log Z_out`` (:meth:`log_partition`) follow from it.  ``params`` are the channel's
+    numeric parameters where it takes them per call (scalar channels, e.g. the noise
+    variance); a configured multi-index channel takes none."""
 
-    def gout(self, y, omega, V):
-        n = len(omega) // (self.P * self.M)
-        V = np.diag(np.broadcast_to(np.asarray(V, dtype=float), (self.P,)))
-        om = np.asarray(omega, dtype=float).reshape(n, self.P, self.M)
-        _, mean, cov = self.channel.moments(np.asarray(y).reshape(n, self.n_out), om, V)
-        self.last_error = getattr(self.channel, "last_error", None)
-        g, dg = gout_from_moments(mean, cov, om, V)
-        diag = np.einsum("sambm->sam", dg)
-        return g.ravel(), diag.ravel()
+    @abstractmethod
+    def moments(self, y, omega, V, *params) -> Moments:
+        """Posterior moments of the indices given ``y`` at prior mean ``omega`` and
+        covariance ``V``."""
+
+    def gout(self, y, omega, V, *params):
+        """``(g_out, dg_out)``, derived from :meth:`moments`."""
+        return self.moments(y, omega, V, *params).output_functions()
+
+    def log_partition(self, y, omega, V, *params) -> np.ndarray:
+        """``log Z_out(y; omega, V)``."""
+        return self.moments(y, omega, V, *params).log_partition
 
 
-class _ChannelBase:
-    """Shared post-processing: moments -> ``g_out``, ``dg_out``."""
+class MultiIndexChannel(Channel):
+    """A channel of a :class:`~symtheory.glm.factors.multi_index.MultiIndexModel`: its
+    integration rule, accuracy record and declaration check (matrix layout)."""
 
     rule = None
     noise_variance: float | None = None
@@ -116,9 +125,19 @@ class _ChannelBase:
             raise ParameterError("y must be finite")
         return np.ascontiguousarray(y), np.ascontiguousarray(omega), self._check_V(V, self.P)
 
-    def gout(self, y, omega, V):
-        """``(g_out (n, P, M), dg_out (n, P, M, P, M))`` from the posterior moments."""
-        logZ, mean, cov = self.moments(y, omega, V)
-        return gout_from_moments(mean, cov, omega, self._check_V(V, self.P))
+
+def isotropic_layout(omega, V, K):
+    """``omega (n, 1, K)``, ``V (1, 1)`` and ``V`` as a number for a channel of ``K``
+    isotropic indices (``omega (n, K)`` and a number ``V`` are accepted too)."""
+    omega = np.asarray(omega, dtype=float)
+    if omega.ndim == 2:
+        omega = omega[:, None, :]
+    if omega.ndim != 3 or omega.shape[1:] != (1, K):
+        raise ParameterError(f"omega must have shape (n, 1, {K}), got {omega.shape}")
+    V = np.asarray(V, dtype=float).reshape(-1)
+    if V.size != 1:
+        raise ParameterError(f"V must be a number or a 1 x 1 matrix, got {V.size} values")
+    v = real("V", float(V[0]), low=0.0, low_open=True)
+    return omega, np.array([[v]]), v
 
 

@@ -49,6 +49,7 @@ from ...core.validate import ParameterError
 from ..integrate.deep_driver import _DRIVER
 from ..integrate.laplace_qmc import TEMPLATE as _MIXTURE_TEMPLATE
 from ..integrate.laplace_qmc import LaplaceQMCRule, by_point_set, flip_patterns, rqmc_levels
+from ..integrate.moments import Moments
 from ..integrate.posterior_rules import TEMPLATE as _PEAK_TEMPLATE
 from .multi_index import MultiIndexModel
 from .reduced import ReducedChannel
@@ -204,7 +205,7 @@ class LaplaceQMCChannel(ReducedChannel):
                   f"scramblings; {comps.mean():.2f} components and {used.mean():.0f} points per "
                   "component and scrambling on average")
         self._record(method, rule.tol, err)
-        return logZ, mean.reshape(n, P, M), cov
+        return Moments.from_posterior(logZ, mean, cov, omega, V)
 
 
 class LaplaceQMCModel(MultiIndexModel):

@@ -10,11 +10,12 @@ import numpy as np
 from ...core.quadrature import AdaptiveRule
 from ...core.validate import ParameterError
 from ..integrate.link_structure import discrete_structure
+from ..integrate.moments import Moments
 from ..integrate.orthant_mixture import OrthantMixture
-from .channel import _ChannelBase
+from .channel import MultiIndexChannel
 
 
-class _OrthantChannel(_ChannelBase):
+class _OrthantChannel(MultiIndexChannel):
     """Links constant on sign regions: exact region probabilities and truncated moments
     (:mod:`symtheory.glm.integrate.orthant_mixture`); only the 1-D conditional integrals of two-form orthants are
     numerical (nested tanh-sinh to the rule's ``rtol``)."""
@@ -35,7 +36,7 @@ class _OrthantChannel(_ChannelBase):
                 f"y = {y[bad[0]].tolist()} (sample {bad[0]}, {bad.size} in all) has probability 0 "
                 f"under the link's values {np.unique(self.discrete.values, axis=0).tolist()}")
         self._record(method, rule.rtol, err)
-        return logZ, mean.reshape(n, self.P, self.M), cov
+        return Moments.from_posterior(logZ, mean, cov, omega, V)
 
     def _check_outputs(self, y):
         if y.shape[1] != self.n_out:
@@ -46,7 +47,7 @@ class DiscreteOutputChannel(_OrthantChannel):
     """Noiseless link with finitely many values on sign regions of linear forms
     (``sign(z1 z2)``, hardmax ``1{e1 > e2}``): ``Z_out(y) = P(Z in g^{-1}(y))``, a sum of
     Gaussian orthant probabilities (a probability mass: ``log Z_out <= 0``), posterior
-    moments of the truncated Gaussians (smi.md 3)."""
+    moments of the truncated Gaussians (Eq. (12) of arXiv:2502.00901)."""
 
     def __init__(self, model):
         super().__init__(model)

@@ -18,11 +18,12 @@ from ...core._moments_nb import moment_change_batch
 from ...core.codegen import Kernel, render_template
 from ...core.quadrature import AdaptiveRule, TensorRule
 from ...core.validate import ParameterError
+from ..checks.symbolic import random_point_discrepancy
 from ..integrate.laplace_qmc import TEMPLATE as _MIXTURE_TEMPLATE
 from ..integrate.laplace_qmc import LaplaceQMCRule, by_point_set, flip_patterns, rqmc_levels
 from ..integrate.link_structure import NotApplicable, affine_split, breakpoints, discrete_structure
+from ..integrate.moments import Moments
 from .discrete import _OrthantChannel
-from .multi_index import _random_check
 
 
 class GaussianNoiseChannel(_OrthantChannel):
@@ -72,7 +73,7 @@ class GaussianNoiseChannel(_OrthantChannel):
         zs = list(model.indices)
         split = affine_split(g, zs)
         rebuilt = split.A * sp.Matrix([zs[i] for i in split.S]) + split.b if split.S else split.b
-        worst = _random_check(list(rebuilt.subs(model.params)), list(g.subs(model.params)), zs)
+        worst = random_point_discrepancy(list(rebuilt.subs(model.params)), list(g.subs(model.params)), zs)
         if worst > 1e-10:
             raise ValueError(f"affine split does not reproduce the link ({worst:.2e})")
         self.S = np.array(split.S, dtype=np.int64)
@@ -173,7 +174,7 @@ class GaussianNoiseChannel(_OrthantChannel):
                       f"{rule.gauss_legendre} on the whitened box, panels doubled to rtol")
             tol = rule.rtol
         self._record(method, tol, err)
-        return logZ, mean.reshape(n, self.P, self.M), cov
+        return Moments.from_posterior(logZ, mean, cov, omega, V)
 
     def _tensor_pass(self, rule, S_RR, common, nodes=None):
         """One pass of the generated driver over the nodes ``(t, w)`` of ``E f(t)``,

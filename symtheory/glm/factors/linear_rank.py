@@ -15,6 +15,8 @@ import numpy as np
 import sympy as sp
 
 from ...core import validate
+from ..integrate.moments import Moments
+from .channel import Channel, isotropic_layout
 
 
 # ---------------------------------------------------------------------- channels
@@ -38,7 +40,7 @@ def jacobian_rank(outputs, inputs, *, points: int = 3, dps: int = 40, seed: int 
     largest count as zero.  The rank is the generic rank (the same at every point is
     required), and ``kernel_constant`` reports whether the null space is one fixed
     subspace -- then the link factors through the projection onto its orthogonal
-    complement, the condition of the linear-rank closed form (aim.md 3.4).
+    complement, the condition of the linear-rank closed form (arXiv:2506.01582).
     """
     import mpmath
 
@@ -80,12 +82,18 @@ def jacobian_rank(outputs, inputs, *, points: int = 3, dps: int = 40, seed: int 
     return LinkRank(ranks[0], len(inputs), K0, min(gaps), constant)
 
 
-class LinearRankChannel:
+class LinearRankChannel(Channel):
     """Output channel revealing ``P u`` (rank ``k``) of ``K`` isotropic indices ``u``,
-    through isotropic Gaussian noise of variance ``noise`` per index (aim.md 3.4).
+    through isotropic Gaussian noise of variance ``noise`` per index (Boncoraglio et al.,
+    arXiv:2506.01582, Sec. 3).
 
-    ``g_out = P^T (P P^T)^{-1} (P u* - P omega)/(V + noise)`` (``u*`` any preimage of the
-    observation), so ``E||g_out||^2 = k/(V + noise)`` in closed form.
+    The observation is given as any preimage ``u*`` (rows of ``y``, shape ``(n, K)``);
+    with ``Pi`` the projector orthogonal to the link's kernel, the posterior of ``u`` is
+    Gaussian: ``E[u|y] - omega = V/(V + noise) Pi (u* - omega)`` and
+    ``Cov(u|y) - V I = -V^2/(V + noise) Pi``, hence ``g_out = Pi (u* - omega)/(V + noise)``,
+    ``dg_out = -Pi/(V + noise)`` and ``E||g_out||^2 = k/(V + noise)`` in closed form.
+    Layout: ``P = 1`` index row and ``M = K`` tokens, ``omega (n, 1, K)`` (or ``(n, K)``)
+    and ``V`` a ``1 x 1`` matrix (or a number).
     """
 
     def __init__(self, rank: int, n_indices: int, noise: float = 0.0,
@@ -115,11 +123,17 @@ class LinearRankChannel:
             return 0.0
         return self.rank / den if den > 0 else math.inf
 
-    def gout(self, u_star: np.ndarray, omega: np.ndarray, V) -> np.ndarray:
-        """``g_out`` for rows of preimages ``u*`` and means ``omega`` (shape ``(n, K)``):
-        the component orthogonal to the link's kernel, over ``V + noise``."""
-        diff = np.asarray(u_star, dtype=float) - np.asarray(omega, dtype=float)
+    def moments(self, y, omega, V) -> Moments:
+        """Gaussian posterior moments (class docstring); ``y`` the preimages ``u*``."""
+        omega, V, v = isotropic_layout(omega, V, self.n_indices)
+        diff = np.asarray(y, dtype=float).reshape(omega.shape[0], -1) - omega[:, 0, :]
         proj = diff - (diff @ self.kernel) @ self.kernel.T
-        return proj / (V + self.noise)
-
+        den = v + self.noise
+        shrink = v / den
+        Pi = np.eye(self.n_indices) - self.kernel @ self.kernel.T
+        log_partition = (-0.5 * np.sum(proj * proj, axis=1) / den
+                         - 0.5 * self.rank * math.log(2 * math.pi * den))
+        return Moments(log_partition, (shrink * proj)[:, None, :],
+                       np.broadcast_to(-(v * shrink) * Pi, (omega.shape[0],) + Pi.shape),
+                       omega, V)
 

@@ -25,13 +25,15 @@ import sympy as sp
 
 from ...core.codegen import Kernel
 from ...core.validate import ParameterError, real
+from ..checks.symbolic import random_point_discrepancy
 from ..integrate.link_structure import NotApplicable
 
 
 # ---------------------------------------------------------------------- declaration
 @dataclass
 class DeterministicReduction:
-    """How a deterministic link is reduced to an integral over the free rows (smi.md 9).
+    """How a deterministic link is reduced to an integral over the free rows (App. E.1 of
+    arXiv:2502.00901).
 
     ``y = head(E)`` with ``E = mixing(u) @ h^T`` (``M x r``), ``h`` the ``solved_rows``
     of ``Z`` and ``u`` all other rows.  ``observed`` lists the ``M r`` output entries
@@ -47,20 +49,6 @@ class DeterministicReduction:
     head: sp.Matrix
     observed: tuple
     features: tuple | None = None
-
-
-def _random_check(lhs, rhs, symbols, *, trials=6, seed=0, scale=1.0, rtol=1e-9):
-    """Max relative difference of two expression lists at random points."""
-    rng = np.random.default_rng(seed)
-    f = sp.lambdify(list(symbols), [sp.Matrix(lhs) - sp.Matrix(rhs), sp.Matrix(rhs)], "mpmath")
-    worst = 0.0
-    for _ in range(trials):
-        vals = list(scale * rng.standard_normal(len(symbols)))
-        diff, ref = f(*vals)
-        d = max(float(abs(v)) for v in diff) if len(diff) else 0.0
-        s = max([float(abs(v)) for v in ref] + [1.0])
-        worst = max(worst, d / s)
-    return worst
 
 
 class MultiIndexModel:
@@ -120,7 +108,7 @@ class MultiIndexModel:
             if flipped == self.link:
                 out[g] = True
                 continue
-            worst = _random_check(flipped.subs(self.params), self.link.subs(self.params),
+            worst = random_point_discrepancy(flipped.subs(self.params), self.link.subs(self.params),
                                   list(self.indices))
             out[g] = worst < 1e-12
         return out
@@ -147,7 +135,7 @@ class MultiIndexModel:
         h = sp.Matrix([[self.indices[a, m] for m in range(M)] for a in solved])
         E_of_Z = red.mixing * h.T
         rebuilt = red.head.xreplace(dict(zip(list(red.E), list(E_of_Z))))
-        worst = _random_check(rebuilt.subs(self.params), self.link.subs(self.params),
+        worst = random_point_discrepancy(rebuilt.subs(self.params), self.link.subs(self.params),
                               list(self.indices))
         if worst > 1e-10:
             raise ValueError(f"reduction does not reproduce the link (relative difference {worst:.2e})")
@@ -155,7 +143,7 @@ class MultiIndexModel:
             Y = self.output_symbols
             lhs = [fy.xreplace(dict(zip(list(Y), list(red.head)))) for fy, _ in red.features]
             rhs = [fe for _, fe in red.features]
-            worst = _random_check([e.subs(self.params) for e in lhs],
+            worst = random_point_discrepancy([e.subs(self.params) for e in lhs],
                                   [e.subs(self.params) for e in rhs], list(red.E), scale=0.7)
             if worst > 1e-10:
                 raise ValueError(f"inversion features disagree with the head ({worst:.2e})")
@@ -216,7 +204,7 @@ class MultiIndexModel:
         return out.reshape((Z.shape[0],) + tuple(self.link.shape))
 
     def channel(self, noise_variance: float | None = None, rule=None, *, check: bool = True):
-        """The output channel (smi.md Eq. 9).
+        """The output channel (Eq. (9) of arXiv:2502.00901).
 
         * ``noise_variance`` given: ``y = g(Z) + sqrt(Delta) xi``, a
           :class:`GaussianNoiseChannel` whose integration is chosen from the link;

@@ -2,7 +2,7 @@
 
 The output reveals ``s_i = sign((P u)_i)``, ``i = 1, 2``, of a ``2 x K`` projection ``P``
 of ``K`` isotropic indices ``u ~ N(omega, V I_K)`` (e.g. the hardmax of two tokens,
-aim.md 3.5).  With ``m = P omega`` and the noise ``P(u - omega) ~ N(0, V P P^T)``
+arXiv:2506.01582).  With ``m = P omega`` and the noise ``P(u - omega) ~ N(0, V P P^T)``
 (standard deviations ``sigma_i sqrt(V)``, correlation ``c``):
 
     Z_out(s, omega, V) = Phi_2(k_1, k_2; s_1 s_2 c),     k_i = s_i m_i/(sigma_i sqrt(V)),
@@ -18,7 +18,7 @@ on a logarithmic grid summed in log space: no cancellation in any tail (Plackett
 ``Phi(h) Phi(k) + int_0^r phi_2`` cancels for ``r < 0`` in the lower tail).
 
 ``variant="joint-density"`` replaces ``d Phi_2/d h`` by the joint density
-``phi_2(h, k; r)``: the published code of arXiv:2506.01582 (aim.md 3.5).  It is NOT the
+``phi_2(h, k; r)``: the published code of arXiv:2506.01582.  It is NOT the
 derivative of ``log Z_out`` and not Bayes-optimal; it exists only to reproduce that
 paper's hardmax curves.
 """
@@ -30,6 +30,8 @@ import numpy as np
 from scipy.special import log_ndtr, logsumexp, ndtr
 
 from ...core import validate
+from ..integrate.moments import Moments
+from .channel import Channel, isotropic_layout
 
 VARIANTS = ("bayes", "joint-density")
 
@@ -86,9 +88,11 @@ def log_bvn_density(h, k, r) -> np.ndarray:
     return -(h * h - 2 * r * h * k + k * k) / (2 * s2) - math.log(2 * math.pi) - 0.5 * np.log(s2)
 
 
-class BivariateOrthantChannel:
+class BivariateOrthantChannel(Channel):
     """``y = (sign (P u)_1, sign (P u)_2)`` for a ``2 x K`` projection ``P`` (module
-    docstring).  Outputs are sign pairs ``s`` of shape ``(n, 2)`` with entries +-1."""
+    docstring).  Outputs are sign pairs ``s`` of shape ``(n, 2)`` with entries +-1;
+    layout: ``P = 1`` index row and ``M = K`` tokens, ``omega (n, 1, K)`` (or ``(n, K)``)
+    and ``V`` a ``1 x 1`` matrix (or a number)."""
 
     def __init__(self, P, variant: str = "bayes"):
         #: exact entries (e.g. a SymPy matrix) kept for the mpmath path
@@ -125,13 +129,49 @@ class BivariateOrthantChannel:
         grad = np.stack([np.exp(d1 - logZ), np.exp(d2 - logZ)], axis=1) * s / sd
         return logZ, grad
 
-    def gout(self, s, omega, V) -> np.ndarray:
-        """``g_out = P^T grad_m log Z_out`` for index means ``omega`` (shape ``(n, K)``)."""
-        _, grad = self.score(s, np.asarray(omega, float) @ self.P.T, V)
-        return grad @ self.P
+    def hessian(self, s, m, V) -> np.ndarray:
+        """``d^2 log Z_out / dm^2`` (shape ``(n, 2, 2)``) at projected means ``m``.
+
+        With ``h, k`` the standardized limits, ``e_1 = (d Phi_2/dh)/Phi_2``,
+        ``e_2 = (d Phi_2/dk)/Phi_2`` and ``rho = phi_2(h, k; r)/Phi_2``, differentiating
+        Plackett's ``d Phi_2/dh = phi(h) Phi((k - r h)/sqrt(1 - r^2))`` once more gives
+
+            d^2 log Z/dh^2 = -h e_1 - r rho - e_1^2,   d^2 log Z/dh dk = rho - e_1 e_2,
+
+        (and ``h <-> k``), scaled by ``dk_i/dm_i = s_i/(sigma_i sqrt(V))``.  The
+        joint-density variant is not a posterior: its Hessian is undefined (NaN)."""
+        s = np.asarray(s, float)
+        m = np.asarray(m, float)
+        n = len(m)
+        if self.variant != "bayes":
+            return np.full((n, 2, 2), np.nan)
+        sd = self.sigma * math.sqrt(V)
+        k = s * m / sd
+        r = s[:, 0] * s[:, 1] * self.corr
+        logZ = log_bvn_cdf(k[:, 0], k[:, 1], r)
+        sr = np.sqrt(1 - r * r)
+        e1 = np.exp(_LOG_PHI0 - 0.5 * k[:, 0] ** 2 + log_ndtr((k[:, 1] - r * k[:, 0]) / sr) - logZ)
+        e2 = np.exp(_LOG_PHI0 - 0.5 * k[:, 1] ** 2 + log_ndtr((k[:, 0] - r * k[:, 1]) / sr) - logZ)
+        rho = np.exp(log_bvn_density(k[:, 0], k[:, 1], r) - logZ)
+        H = np.empty((n, 2, 2))
+        H[:, 0, 0] = -k[:, 0] * e1 - r * rho - e1 * e1
+        H[:, 1, 1] = -k[:, 1] * e2 - r * rho - e2 * e2
+        H[:, 0, 1] = H[:, 1, 0] = rho - e1 * e2
+        c = s / sd
+        return H * c[:, :, None] * c[:, None, :]
+
+    def moments(self, y, omega, V) -> Moments:
+        """``g_out = P^T grad_m log Z_out`` and ``dg_out = P^T (d^2 log Z/dm^2) P`` as the
+        centred moments ``V g_out`` and ``V^2 dg_out`` (``y`` the sign pairs)."""
+        omega, Vm, v = isotropic_layout(omega, V, self.P.shape[1])
+        m = omega[:, 0, :] @ self.P.T
+        logZ, grad = self.score(y, m, v)
+        dg = np.einsum("ia,nij,jb->nab", self.P, self.hessian(y, m, v), self.P)
+        return Moments(logZ, v * (grad @ self.P)[:, None, :], v * (v * dg), omega, Vm)
 
     def fisher(self, q, V, *, step: float = 0.25) -> float:
-        """``E ||g_out||^2`` with ``omega ~ N(0, q I_K)`` (aim.md 3.3): a sum over the four
+        """``E ||g_out||^2`` with ``omega ~ N(0, q I_K)`` (state evolution of
+        arXiv:2506.01582): a sum over the four
         sign pairs of ``int N(m; 0, q P P^T) Z (grad log Z)^T P P^T (grad log Z)``
         (:func:`symtheory.glm.integrate.projected.projected_fisher`)."""
         from ..integrate.projected import projected_fisher
@@ -142,7 +182,7 @@ class BivariateOrthantChannel:
         """:meth:`fisher` at ``q = 0`` in mpmath: ``m = 0``, ``Z = Phi(0)^2 + int_0^r
         phi_2(0, 0; t) dt`` (Plackett) by ``mpmath.quad``, ``dZ/dh = phi(0) Phi(0)``
         (``phi_2(0, 0; r)`` for the variant).  The independent high-precision path of
-        the weak-recovery threshold (aim.md 4.4)."""
+        the weak-recovery threshold (arXiv:2506.01582)."""
         import mpmath
 
         with mpmath.workdps(dps + 10):

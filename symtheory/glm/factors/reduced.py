@@ -19,10 +19,11 @@ from ...core._moments_nb import moment_change_batch
 from ...core.codegen import Kernel, render_template
 from ...core.quadrature import TensorRule
 from ...core.validate import ParameterError
-from .channel import _ChannelBase
+from ..integrate.moments import Moments
+from .channel import MultiIndexChannel
 
 
-class ReducedChannel(_ChannelBase):
+class ReducedChannel(MultiIndexChannel):
     """Noiseless channel by the reduction of smi.md Sec. 9 (see module docstring).
 
     The reduced integral over the free rows uses a :class:`TensorRule` (default
@@ -127,7 +128,7 @@ class ReducedChannel(_ChannelBase):
         err = moment_change_batch(coarse[0], coarse[1], coarse[2], logZ, mean, cov, sd)
         self._record(f"reduction (smi.md 9) + {self.rule.describe()}; error = change vs "
                      f"{self.rule.coarsened().describe()}", math.inf, err)
-        return logZ, mean.reshape(n, self.P, self.M), cov
+        return Moments.from_posterior(logZ, mean, cov, omega, V)
 
     def _reduced_pass(self, rule, E, logjac, valid, omega, Luu, B, Cinv, logdetC):
         n = omega.shape[0]

@@ -1,10 +1,10 @@
 """Output channels of generalized linear models, symbolically, checked at declaration.
 
 A channel ``P_out(y | z)`` (``z`` the pre-activation) enters message passing and state
-evolution only through ``Z_out(y; omega, V) = E_{z ~ N(omega, V)} P_out(y | z)``
-(smi.md 3 with ``P = M = 1``; bsr.md 6.1).  :class:`ScalarChannel` takes
-``log Z_out`` as a SymPy expression, rewrites it into stable functions
-(:func:`symtheory.core.stable.stabilize`) and derives
+evolution only through ``Z_out(y; omega, V) = E_{z ~ N(omega, V)} P_out(y | z)`` (Eq. (9) of
+arXiv:2502.00901 with ``P = M = 1``; Erba et al., arXiv:2410.18858, Sec. 6).
+:class:`ScalarChannel` takes ``log Z_out`` as a SymPy expression, rewrites it into stable
+functions (:func:`symtheory.core.stable.stabilize`) and derives
 
     g_out  = d log Z_out / d omega,      dg_out = d g_out / d omega
 
@@ -26,7 +26,7 @@ normalization, Nishimori, tower) and measures its float64 accuracy against mpmat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable
 
 import numpy as np
 import sympy as sp
@@ -36,28 +36,8 @@ from ...core.codegen import Kernel
 from ...core.derive import cached_derivation
 from ...core.validate import ParameterError
 from ...core.validate import real as _real
-
-
-@runtime_checkable
-class Channel(Protocol):
-    """What GAMP, state evolution and the checks need from a scalar output channel.
-
-    ``log_partition(y, omega, V, *params)`` is ``log Z_out``; ``gout`` returns
-    ``(g_out, dg_out)``; ``sample(z, rng, *params)`` draws ``y ~ P_out(. | z)``;
-    ``accuracy`` is the worst float64 error of the evaluation measured against mpmath
-    at declaration (relative for ``g_out``, ``dg_out`` and ``log Z_out``, the last with
-    floor 1; see :func:`symtheory.glm.checks.scalar.measure_accuracy`).
-    """
-
-    name: str
-    params: tuple
-    accuracy: float
-
-    def log_partition(self, y, omega, V, *params) -> np.ndarray: ...
-
-    def gout(self, y, omega, V, *params) -> tuple[np.ndarray, np.ndarray]: ...
-
-    def sample(self, z, rng, *params) -> np.ndarray: ...
+from ..integrate.moments import Moments
+from .channel import Channel
 
 
 @dataclass(frozen=True)
@@ -124,7 +104,7 @@ def _differentiate(expr, omega):
     return stable.stabilize(sp.diff(expr, omega))
 
 
-class ScalarChannel:
+class ScalarChannel(Channel):
     """GLM output channel from ``log Z_out(y; omega, V, *params)`` (see module docstring).
 
     Parameters
@@ -202,14 +182,28 @@ class ScalarChannel:
         out = self.kernel.vec(y.ravel(), omega.ravel(), V, *vals)
         return out.reshape(y.shape + (3,))
 
-    def log_partition(self, y, omega, V, *params):
-        """``log Z_out(y; omega, V)`` arrays (broadcast over ``y, omega``)."""
-        return self._evaluate(y, omega, V, params)[..., 0]
+    def moments(self, y, omega, V, *params) -> Moments:
+        """Posterior moments from the derived ``g_out`` and ``dg_out`` (Tweedie:
+        ``E[z|y] - omega = V g_out``, ``Cov(z|y) - V = V^2 dg_out``).
 
-    def gout(self, y, omega, V, *params):
-        """``(g_out, dg_out)`` arrays for samples ``y, omega`` at variance ``V``."""
+        ``V`` a scalar: ``y`` and ``omega`` broadcast elementwise (scalar layout).
+        ``V`` a ``1 x 1`` matrix: the multi-index layout with ``P = M = 1``, ``omega``
+        of shape ``(n, 1, 1)`` (or any shape holding ``n`` values) and ``y`` holding
+        ``n`` values."""
+        if np.ndim(V) == 2:
+            V = np.asarray(V, dtype=float)
+            if V.shape != (1, 1):
+                raise ParameterError(f"a scalar channel takes V as a number or a 1 x 1 matrix, "
+                                     f"got shape {V.shape}")
+            omega = np.asarray(omega, dtype=float).reshape(-1, 1, 1)
+            y = np.asarray(y, dtype=float).reshape(omega.shape)
+            out = self._evaluate(y, omega, V[0, 0], params)
+            v = float(V[0, 0])
+            return Moments(out[:, 0, 0, 0], v * out[..., 1], v * (v * out[..., 2]), omega, V)
         out = self._evaluate(y, omega, V, params)
-        return out[..., 1], out[..., 2]
+        v = float(V)
+        return Moments(out[..., 0], v * out[..., 1], v * (v * out[..., 2]),
+                       np.broadcast_to(np.asarray(omega, dtype=float), out.shape[:-1]), v)
 
     def sample(self, z, rng, *params):
         """``y ~ P_out(. | z)`` for an array ``z`` (``rng`` a NumPy Generator)."""
@@ -255,7 +249,7 @@ def _discontinuities(expr, u):
             if r.is_real is not False and not r.has(sp.I):
                 points.add(sp.simplify(r))
     try:
-        return sorted(points, key=lambda r: sp.Float(r) if r.is_number else r)
+        return sorted(points, key=lambda r: sp.N(r, 30) if r.is_number else r)
     except TypeError:
         raise ParameterError(f"cannot order the discontinuities {sorted(map(str, points))} of "
                              "the likelihood: give the thresholds numbers or sign assumptions") from None
@@ -269,6 +263,12 @@ def _on_piece(expr, u, point):
             return 1
         if v.is_negative:
             return -1
+        if v.is_number:
+            # a number SymPy cannot order symbolically (e.g. erfinv): its value decides, when
+            # clearly nonzero at 50 digits
+            val = sp.N(v, 50)
+            if val.is_real and abs(val) > sp.Float("1e-40"):
+                return 1 if val > 0 else -1
         raise ParameterError(f"the sign of {arg} on the piece around u = {point} is undecided")
 
     expr = sp.sympify(expr).replace(sp.Heaviside,
@@ -337,7 +337,12 @@ def _derive_log_partitions(likelihood_s, y_s, u_s, levels, noise_s, split):
         if Z.has(sp.Integral):
             raise ValueError(f"SymPy could not integrate the likelihood against the Gaussian "
                              f"(level y = {level}): {Z}")
-        Z = sp.simplify(Z)
+        # a sum of Gaussian interval probabilities is rewritten into its stable form as
+        # SymPy returns it: simplify() first turns c (Phi(t) - Phi(s)) into a difference of
+        # separate exponentials of LogNdtr, which cancels in the tails (a symbolic
+        # threshold loses its interval); other integrals are simplified as before
+        stable_Z = stable.stabilize(Z)
+        Z = stable_Z if stable_Z.has(special.LogNdtrDiff) else sp.simplify(Z)
         out.append((level, stable.stabilize(_cancel_rational_part(
             sp.expand_log(sp.log(Z), force=True)))))
     return out, omega, V

@@ -12,19 +12,21 @@ gets, derived symbolically and generated into kernels:
   density ``mu = Im G(x - i0)/pi`` and Hilbert transform ``H = Re G(x - i0)``, with the
   physical branch ``G(x) = int mu(t)/(x - t) dt`` outside the support;
 * the symmetric rotation-invariant estimator (Bun, Allez, Bouchaud & Potters, IEEE TIT
-  62 (2016); aim.md 3.1): ``S_hat = sum_i xi(lambda_i) v_i v_i^T`` with
+  62 (2016); arXiv:2506.01582): ``S_hat = sum_i xi(lambda_i) v_i v_i^T`` with
   ``xi(x) = x - 2 D H(x)``, the Bayes-optimal posterior mean for rotation-invariant
   priors;
 * its MMSE per entry, ``mmse(D) = (1/d) E||S_hat - S||_F^2``, from the Nishimori form
   ``Q0 - int xi^2 mu`` (``Q0 = (1/d) Tr S^2``) reduced by the spectral identities of
-  :mod:`symtheory.core.functionals` to ``D - (4 pi^2/3) D^2 int mu^3`` (aim.md 3.1;
+  :mod:`symtheory.core.functionals` to ``D - (4 pi^2/3) D^2 int mu^3`` (arXiv:2506.01582;
   both forms are generated, the unreduced one is the test's independent path).
 
 This mirrors :class:`symtheory.glm.factors.spectral_priors.RectangularRIE` for symmetric matrices.
 """
 from __future__ import annotations
 
+import math
 import warnings
+from typing import Callable
 
 import numpy as np
 import sympy as sp
@@ -33,6 +35,7 @@ from ...core import freeprob, functionals
 from ...core.codegen import Kernel
 from ...core.functionals import LinearSpectralFunctional
 from ...core.spectral import AlgebraicSpectralLaw, SpectralAccuracyWarning
+from .prior import Prior
 
 #: tightest relative accuracy asked of a spectral integral (a few units of rounding)
 _RTOL_FLOOR = 1e-15
@@ -74,7 +77,7 @@ def _cauchy_form(law: freeprob.AlgebraicStieltjes, G, z):
 
 
 class SymmetricRIE:
-    """Bayes-optimal denoising of a rotation-invariant symmetric matrix (aim.md 3.1).
+    """Bayes-optimal denoising of a rotation-invariant symmetric matrix (arXiv:2506.01582).
 
     ``derived`` is the output of :func:`derive_symmetric_rie`; ``params`` the prior
     law's parameter symbols and ``D`` the noise variance symbol.  Numeric calls take
@@ -134,7 +137,7 @@ class SymmetricRIE:
     def mmse_value(self, law_params, D, *, rtol=1e-11, form="auto"):
         """Denoising MMSE per entry at noise ``D`` with its propagated error estimate (a
         ``FunctionalValue``).  ``form``: ``reduced`` = ``D - (4 pi^2/3) D^2 int mu^3``,
-        ``nishimori`` = ``Q0 - int xi^2 mu`` (aim.md 3.1), ``auto`` = the better
+        ``nishimori`` = ``Q0 - int xi^2 mu`` (arXiv:2506.01582), ``auto`` = the better
         conditioned of the two (reduced for ``D <= Q0``)."""
         fun = self._functional(law_params, D, form)
         params = tuple(law_params) + (D,)
@@ -150,7 +153,7 @@ class SymmetricRIE:
         return fun.evaluate(params, rtol=tighter)
 
     def mmse(self, law_params, D, *, rtol=1e-11, form="auto") -> float:
-        """``mmse(D)`` (aim.md 3.1); see :meth:`mmse_value`."""
+        """``mmse(D)`` (arXiv:2506.01582); see :meth:`mmse_value`."""
         return self.mmse_value(law_params, D, rtol=rtol, form=form).value
 
     def mmse_mp(self, law_params, D, *, dps=30, form="auto"):
@@ -197,7 +200,7 @@ class SymmetricRIE:
 
             sum_i xi'(lambda_i) + sum_{i < j} (xi(lambda_i) - xi(lambda_j))/(lambda_i - lambda_j)
 
-        (the GAMP-RIE Onsager coefficient, aim.md 5: ``V = 2 D div/d^2`` in units where
+        (the GAMP-RIE Onsager coefficient of arXiv:2506.01582: ``V = 2 D div/d^2`` in units where
         ``R = S + sqrt(D) Z``).  Nearly equal eigenvalue pairs use ``xi'`` at their mean."""
         R = np.asarray(R, dtype=float)
         lam = np.linalg.eigvalsh(0.5 * (R + R.T))
@@ -218,10 +221,44 @@ class SymmetricRIE:
         return (V * self.eigenvalue_map(lam, law_params, D)) @ V.T
 
 
-class LayerwiseMatrixPrior:
+class SpectralPrior(Prior):
+    """A rotation-invariant matrix prior seen through its denoising MMSE: ``mmse(D)`` per
+    entry of ``S`` observed as ``S + sqrt(D) Z``, its second moment ``Q0 = (1/d) Tr S^2``
+    and its known mean ``m`` (``E S = m I``).  The state evolution's prior map is
+
+        q = Q0 - mmse(1/q_hat),       the error ``Q0 - q = mmse(1/q_hat)``,
+
+    (the I-MMSE form of a Gaussian scalar channel of signal-to-noise ``q_hat`` on the
+    matrix entries; Boncoraglio et al., arXiv:2506.01582; Erba et al., arXiv:2410.18858),
+    with ``v_max = Q0 - m^2`` the error at ``q_hat = 0``.  ``mmse`` is e.g.
+    :meth:`SymmetricRIE.mmse` at the prior's law parameters."""
+
+    def __init__(self, mmse: Callable[[float], float], second_moment: float, mean: float = 0.0,
+                 *, name: str = "spectral prior"):
+        self.mmse, self.name = mmse, name
+        self.Q0, self.mean = float(second_moment), float(mean)
+        self.v_max = self.Q0 - self.mean ** 2
+        if not (math.isfinite(self.v_max) and self.v_max > 0):
+            raise ValueError(f"{name}: needs Q0 > mean^2 (a random matrix), got Q0 = {self.Q0}, "
+                             f"mean = {self.mean}")
+
+    def error(self, qhat: float) -> float:
+        """``Q0 - q = mmse(1/q_hat)`` (``v_max`` when ``q_hat <= 0``: nothing learned)."""
+        return self.v_max if qhat <= 0 else self.mmse(1.0 / qhat)
+
+    def rho(self, P):
+        if P != 1:
+            raise ValueError(f"{self.name} is the prior of one matrix (P = 1), got P = {P}")
+        return np.array([[self.Q0]])
+
+    def overlap_map(self, Qhat):
+        return np.array([[self.Q0 - self.error(float(np.asarray(Qhat).reshape(-1)[0]))]])
+
+
+class LayerwiseMatrixPrior(Prior):
     """Independent rotation-invariant priors on ``L`` matrices ``S_1..S_L`` with known
     means ``m_l I``, as the prior channel of a multi-index state evolution
-    (:class:`symtheory.glm.se.state_evolution.StateEvolution`; deep AIM, aim.md 3.7).
+    (:class:`symtheory.glm.se.state_evolution.StateEvolution`; deep AIM of arXiv:2506.01582).
 
     The indices of layer ``l`` are ``u^(l)_k = Tr(G^k S_l)`` with unit sensing matrices
     ``G^k`` shared by the layers; ``S_l = m_l I + (S_l - m_l I)`` splits each into the
@@ -231,40 +268,36 @@ class LayerwiseMatrixPrior:
 
         rho_ll = Q0_l,   rho_lm = m_l m_m,      Q_ll = q_l,   Q_lm = m_l m_m  (l != m),
 
-    so ``V = rho - Q = diag(Q0_l - q_l)`` and ``omega = Q^{1/2} xi`` has the law of aim.md
-    3.7 (``omega^(l) = m_l zeta + sqrt(q_l - m_l^2) eta^(l)``).  The prior map decouples
-    (aim.md 3.7):
+    so ``V = rho - Q = diag(Q0_l - q_l)`` and ``omega = Q^{1/2} xi`` has the law of the deep
+    AIM (``omega^(l) = m_l zeta + sqrt(q_l - m_l^2) eta^(l)``).  The prior map decouples
+    (deep AIM of arXiv:2506.01582):
 
         q_l = Q0_l - mmse_l(1/q_hat_l),    q_hat_l = c Q_hat_ll,
 
-    ``c`` = measurements per unit ``alpha`` and parameter (``c = 2`` for a symmetric
-    ``d x d`` matrix sensed ``alpha d^2`` times, aim.md 3.3), ``Q_hat = alpha E[g g^T]``
-    from the SE; the off-diagonal of ``Q_hat`` carries no information (independent
-    priors).  Below ``q_hat_l = SMALL_SNR`` the small-signal expansion
-    ``q_l - m_l^2 = var_l^2 q_hat_l + O(q_hat_l^2)`` (``var_l = Q0_l - m_l^2``, I-MMSE)
-    replaces ``mmse_l`` (its spectral integral loses relative accuracy as ``D -> inf``).
+    ``c`` = measurements per unit ``alpha`` and parameter (``c = 2`` for a symmetric ``d x
+    d`` matrix sensed ``alpha d^2`` times, state evolution of arXiv:2506.01582), ``Q_hat =
+    alpha E[g g^T]`` from the SE; the off-diagonal of ``Q_hat`` carries no information
+    (independent priors).  Below ``q_hat_l = SMALL_SNR`` the small-signal expansion ``q_l -
+    m_l^2 = var_l^2 q_hat_l + O(q_hat_l^2)`` (``var_l = Q0_l - m_l^2``, I-MMSE) replaces
+    ``mmse_l`` (its spectral integral loses relative accuracy as ``D -> inf``).
 
-    ``mmse``: callables ``D -> mmse_l(D)``; ``second_moments``: ``Q0_l``; ``means``:
-    ``m_l``.
+    ``layers``: one :class:`SpectralPrior` per layer (its ``mmse``, ``Q0`` and mean).
     """
 
     #: below this q_hat the small-signal expansion of the prior map is used (error <= 1e-16)
     SMALL_SNR = 1e-8
 
-    def __init__(self, mmse, second_moments, means, *, measurements: float = 2.0):
-        self.mmse = list(mmse)
-        self.Q0 = np.asarray(second_moments, dtype=float)
-        self.means = np.asarray(means, dtype=float)
-        L = len(self.mmse)
+    def __init__(self, layers, *, measurements: float = 2.0):
+        self.layers = list(layers)
+        L = len(self.layers)
         if L < 1:
-            raise ValueError("mmse needs one callable per layer (at least one layer)")
-        if self.Q0.shape != (L,) or self.means.shape != (L,):
-            raise ValueError(f"second_moments and means need one value per layer ({L}), got "
-                             f"{self.Q0.shape} and {self.means.shape}")
+            raise ValueError("the prior needs one SpectralPrior per layer (at least one layer)")
+        if not all(isinstance(layer, SpectralPrior) for layer in self.layers):
+            raise ValueError("layers must be SpectralPrior objects")
+        self.mmse = [layer.mmse for layer in self.layers]
+        self.Q0 = np.array([layer.Q0 for layer in self.layers])
+        self.means = np.array([layer.mean for layer in self.layers])
         self.var = self.Q0 - self.means ** 2
-        if not np.all(np.isfinite(self.var)) or np.any(self.var <= 0):
-            raise ValueError(f"each layer needs Q0 > mean^2 (a random matrix), got Q0 = "
-                             f"{self.Q0.tolist()}, means = {self.means.tolist()}")
         if not (np.isfinite(measurements) and measurements > 0):
             raise ValueError(f"measurements must be finite and > 0, got {measurements}")
         self.c = float(measurements)
@@ -297,14 +330,6 @@ class LayerwiseMatrixPrior:
             out[l, l] = self.layer_overlap(l, self.c * (0.0 if -1e-12 < qh < 0 else qh))
         return out
 
-    def psi(self, Qhat):
-        raise NotImplementedError("the free entropy of a layer-wise matrix prior is not "
-                                  "implemented (the SE's fixed points, overlaps and errors are)")
-
-    def inverse_overlap_map(self, Q):
-        raise NotImplementedError("the inverse prior map of a layer-wise matrix prior is not "
-                                  "implemented")
-import sympy as sp
 
 
 class RectangularRIE:
@@ -350,8 +375,6 @@ class RectangularRIE:
         law.  With ``divergence=True`` also returns ``sum_ij dS_hat_ij/dR_ij`` (exact,
         from the spectral-estimator formula and ``xi'``).
         """
-        from ...core.matrix_denoising import spectral_divergence
-
         R = np.asarray(R, dtype=float)
         transposed = R.shape[0] > R.shape[1]
         X = R.T if transposed else R
@@ -364,3 +387,23 @@ class RectangularRIE:
             return S
         # F(R) has singular map f(sigma_R) = scale xi(sigma_R/scale), f' = xi'
         return S, spectral_divergence(scale * s, scale * xi, dxi, m, n)
+
+
+def spectral_divergence(sigma, f, fprime, m: int, n: int) -> float:
+    """Divergence ``sum_ij dF_ij/dR_ij`` of ``R -> U diag(f(sigma)) V^T`` (``R`` m x n,
+    m <= n) at a matrix with singular values ``sigma`` (Candes, Sing-Long & Trzasko, IEEE
+    TSP 61 (2013), Thm. IV.3)::
+
+        div F = sum_i f'(sigma_i) + (n - m) sum_i f(sigma_i)/sigma_i
+                + 2 sum_{i != j} sigma_i f(sigma_i)/(sigma_i^2 - sigma_j^2)
+
+    -- the Onsager term of message passing with a spectral denoiser."""
+    sigma = np.asarray(sigma, dtype=float)
+    f = np.asarray(f, dtype=float)
+    if m > n:
+        m, n = n, m
+    s2 = sigma**2
+    diff = s2[:, None] - s2[None, :]
+    np.fill_diagonal(diff, np.inf)
+    cross = 2.0 * np.sum((sigma * f)[:, None] / diff)
+    return float(np.sum(fprime) + (n - m) * np.sum(f / sigma) + cross)

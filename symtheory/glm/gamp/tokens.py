@@ -1,4 +1,4 @@
-"""GAMP for sequence multi-index models (smi.md Sec. 5, Algorithm 1 of Troiani et al. 2025).
+"""GAMP for sequence multi-index models (Algorithm 1 of Troiani et al., arXiv:2502.00901).
 
 Data ``x_mu in R^{D x M}`` (stored as ``X[mu, i, m]``), outputs ``y_mu``; weights
 ``W in R^{P x D}`` with a Gaussian N(0, I_P) prior per column.  One iteration::
@@ -12,11 +12,11 @@ Data ``x_mu in R^{D x M}`` (stored as ``X[mu, i, m]``), outputs ``y_mu``; weight
     W, C    = (I + A)^{-1} B,  (I + A)^{-1}              (Gaussian prior input functions)
 
 Damping ``theta`` (weight of the previous iterate, [0, 1); 0 = undamped, the default)
-follows :mod:`symtheory.glm.gamp.engine` (Rangan et al. 2014; Vila et al. 2015): ``g``, ``A``
+follows :mod:`symtheory.glm.gamp.loop` (Rangan et al. 2014; Vila et al. 2015): ``g``, ``A``
 and the estimate entering ``B`` are damped together, ``g_bar = theta g_bar + (1 - theta)
 g``, ``A_bar`` and ``W_bar`` likewise, ``B = (1/sqrt D) sum_mu g_bar_mu x_mu^T + A_bar
 W_bar``, and the next Onsager term is ``V g_bar`` with ``V`` the undamped ``C`` of the
-estimate it corrects.  Fixed points are those of the undamped iteration.  (smi.md Sec. 5
+estimate it corrects.  Fixed points are those of the undamped iteration.  (The paper's Algorithm 1
 and the reference damp ``W`` and ``C`` only, with ``theta`` the weight of the *new*
 iterate: that keeps the fixed points but breaks the Onsager correction along the way --
 on ``y = z^2`` at alpha = 1.5 such a run with weight 0.5 never leaves the uninformative
@@ -43,45 +43,26 @@ only that factor: ``m_a`` still spreads over teachers and data by ``O(1 / sqrt(D
 """
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from ...core.solvers import ConvergenceWarning
-from .engine import MessageDamping
-
-
-@dataclass
-class TokenGampResult:
-    W: np.ndarray
-    V: np.ndarray
-    converged: bool
-    diverged: bool
-    iterations: int
-    message: str
-    trace: list = field(default_factory=list)
-
-    @property
-    def value(self) -> np.ndarray:
-        return self.W
-
-    @property
-    def residual(self) -> float:
-        """Last change ``mean((W_t - W_{t-1})^2)`` (the stopping criterion)."""
-        return self.trace[-1]["change"] if len(self.trace) > 1 else float("nan")
+from ..factors.gaussian_prior import GaussianPrior
+from ..factors.prior import SideInformation
+from .loop import GampResult, TokenOperator, gamp
 
 
 def gamp_tokens(X, y, channel, *, damping=0.0, max_iter=50, tol=1e-6, W0=None, seed=0,
                 init_scale=1.0, side_information=0.0, side_observation=None, truth=None,
-                variance_floor=0.0, progress=False, callback=None, prior=None) -> TokenGampResult:
-    """Run Algorithm 1; see the module docstring.
+                variance_floor=0.0, progress=False, callback=None, prior=None) -> GampResult:
+    """Run Algorithm 1 (module docstring) on the one GAMP loop
+    (:func:`~symtheory.glm.gamp.loop.gamp`) with the token operator.
 
     ``W0`` defaults to ``init_scale`` times a standard Gaussian matrix (seeded; the
     reference's random initialization); ``variance_floor`` adds ``eps I`` to ``V`` (the
     reference used 1e-3; default 0).  ``side_observation`` is ``S = sqrt(lambda) W* + Xi``.
     ``damping``: weight of the previous iterate in [0, 1) (0 = undamped; module docstring).
-    ``callback(row)`` sees each trace row with the iterate ``row["W"]`` added.
+    ``callback(row)`` sees each trace row with the iterate ``row["W"]`` added.  The trace
+    rows also hold ``Q``, ``V`` and, with the truth, ``M``, ``cosine`` and
+    ``normalized_overlap`` (module docstring); row 0 is the start.
     """
     X = np.asarray(X, dtype=float)
     if X.ndim != 3:
@@ -106,74 +87,27 @@ def gamp_tokens(X, y, channel, *, damping=0.0, max_iter=50, tol=1e-6, W0=None, s
     P, Mc = channel.P, channel.M
     if Mc != M:
         raise ValueError(f"X has {M} tokens but the model has seq_len {Mc}")
-    damp = MessageDamping(damping)
     if side_information < 0 or not np.isfinite(side_information):
         raise ValueError(f"side_information must be finite and >= 0, got {side_information}")
     if side_information > 0 and side_observation is None:
         raise ValueError("side_information > 0 needs side_observation S = sqrt(lambda) W* + noise")
-    if prior is None:
-        from ..factors.priors import GaussianPrior
-
-        prior = GaussianPrior()
+    prior = GaussianPrior() if prior is None else prior
+    if side_information > 0:
+        prior = SideInformation(prior, side_information, side_observation)
     rng = np.random.default_rng(seed)
     W = (init_scale * rng.standard_normal((P, D)) if W0 is None else np.array(W0, dtype=float))
-    C = np.eye(P)
-    g_prev = np.zeros((n, P, M))
-    sqD = np.sqrt(D)
-    trace = []
-    converged = diverged = False
-    message = ""
-    from ...core.progress import progress_bar
 
-    def record(it, W, V, change):
-        row = {"iteration": it, "change": change, "V": V.copy()}
-        Q = W @ W.T / D
-        row["Q"] = Q
+    def overlaps(W, V):
+        row = {"V": V.copy(), "Q": W @ W.T / D}
         if truth is not None:
             Mo = W @ truth.T / D
             row["M"] = Mo
-            row["cosine"] = np.abs(np.diag(Mo)) / np.sqrt(np.maximum(np.diag(Q), 1e-300)) / \
-                np.sqrt(teacher_norm)
+            row["cosine"] = (np.abs(np.diag(Mo)) / np.sqrt(np.maximum(np.diag(row["Q"]), 1e-300))
+                             / np.sqrt(teacher_norm))
             row["normalized_overlap"] = np.diag(Mo) / teacher_norm
-        trace.append(row)
-        if callback is not None:  # the iterate too (not stored: e.g. a test error per iterate)
-            callback(dict(row, W=W))
+        return row
 
-    record(0, W, C, float("nan"))
-    it = 0
-    for it in progress_bar(range(1, max_iter + 1), desc="GAMP", enabled=progress):
-        V = C + variance_floor * np.eye(P)
-        omega = np.einsum("pd,sdm->spm", W, X) / sqD - np.einsum("pq,sqm->spm", V, g_prev)
-        g, dg = channel.gout(y, omega, V)
-        if not (np.all(np.isfinite(g)) and np.all(np.isfinite(dg))):
-            bad = int(np.sum(~np.isfinite(g.reshape(n, -1)).all(axis=1)))
-            diverged, message = True, f"iteration {it}: g_out not finite for {bad} samples"
-            break
-        A = -np.einsum("sambm->ab", dg) / D
-        A = damp.damped("A", 0.5 * (A + A.T))
-        g = damp.damped("g_out", g)
-        B = np.einsum("spm,sdm->pd", g, X) / sqD + A @ damp.damped("estimate", W)
-        if side_information > 0:
-            A = A + side_information * np.eye(P)
-            B = B + np.sqrt(side_information) * side_observation
-        try:
-            W_new, C_new = prior.input_functions(A, B)
-        except ValueError as exc:
-            diverged, message = True, f"iteration {it}: {exc}"
-            break
-        C = C_new
-        change = float(np.mean((W_new - W) ** 2))
-        W = W_new
-        g_prev = g
-        record(it, W, C, change)
-        if not np.all(np.isfinite(W)):
-            diverged, message = True, f"iteration {it}: non-finite weights"
-            break
-        if change < tol:
-            converged, message = True, f"converged in {it} iterations (change {change:.2e})"
-            break
-    else:
-        message = f"ran {max_iter} iterations (last change {trace[-1]['change']:.2e})"
-    if diverged:
-        warnings.warn(f"GAMP diverged: {message}", ConvergenceWarning, stacklevel=2)
-    return TokenGampResult(W, C, converged, diverged, it, message, trace)
+    return gamp(TokenOperator(X), y, channel, prior, damping=damping, max_iter=max_iter,
+                tol=tol, W0=W, V0=np.eye(P), variance_floor=variance_floor,
+                divergence_bound=np.inf, monitor=overlaps, callback=callback,
+                warn_unconverged=False, progress=progress)

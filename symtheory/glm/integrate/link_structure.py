@@ -1,6 +1,6 @@
-"""What SymPy can establish about a multi-index link ``y = g(Z)`` (smi.md Eq. 1).
+"""What SymPy can establish about a multi-index link ``y = g(Z)`` (Eq. (1) of arXiv:2502.00901).
 
-The output channel (smi.md Eq. 9) is an integral over the ``d = P M`` indices; how to
+The output channel (Eq. (9) of arXiv:2502.00901) is an integral over the ``d = P M`` indices; how to
 compute it follows from the link's structure, decided here at declaration:
 
 * :func:`discrete_structure` -- ``g`` takes finitely many values on the sign regions

@@ -1,7 +1,7 @@
 """Posterior moments of ``Z`` for links constant on the sign regions of linear forms.
 
 With ``u = L Z + c`` (the ``K`` forms of a :class:`~symtheory.glm.integrate.link_structure.DiscreteStructure`)
-and ``Z ~ N(omega, Sigma)``, ``Sigma = V (x) I_M`` (smi.md Eq. 9), every region
+and ``Z ~ N(omega, Sigma)``, ``Sigma = V (x) I_M`` (Eq. (9) of arXiv:2502.00901), every region
 ``R_k = {s_k * u > 0}`` is an orthant in ``u``.  Given ``u``, ``Z`` is Gaussian:
 
     E[Z | u] = omega + B (u - u_bar),   Cov[Z | u] = Sigma - B L Sigma,

@@ -14,7 +14,7 @@ import numpy as np
 def projected_fisher(score: Callable, outcomes, C0, q: float, V: float, *,
                      step: float = 0.1, reach: float = 12.0) -> float:
     """``E ||g_out||^2`` of a channel that sees the indices only through a projection
-    ``m = P u`` (dimension ``p`` = 1 or 2; aim.md 3.3, 3.6), with ``C0 = P P^T``,
+    ``m = P u`` (dimension ``p`` = 1 or 2; arXiv:2506.01582, state evolution), with ``C0 = P P^T``,
     ``omega ~ N(0, q I_K)`` and ``g_out = P^T grad_m log Z_out``:
 
         sum_y int N(m; 0, q C0) Z(y, m, V) (grad_m log Z)^T C0 (grad_m log Z) dm,

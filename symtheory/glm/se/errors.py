@@ -1,5 +1,6 @@
 """Generalization errors at an overlap: Bayes-optimal (Eq. 11 of arXiv:2502.00901,
-smi.md 10.5) and plug-in, by Monte Carlo with standard errors."""
+the convention of the reference code of arXiv:2502.00901) and plug-in, by Monte Carlo with
+standard errors."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,7 +54,7 @@ def _batched_error(model, Q, per_sample, kind, samples, seed, batch) -> ErrorEst
 
 
 def plugin_error(model, Q, *, samples=100000, seed=0, batch=50000) -> ErrorEstimate:
-    """Plug-in error ``E || g(Z) - g(omega) ||_F^2`` (smi.md 10.5, the reference's
+    """Plug-in error ``E || g(Z) - g(omega) ||_F^2`` (the convention of the paper's reference code,
     ``gen_error`` csv): prediction with the mean weights, ``omega = Q^{1/2} xi``,
     ``Z = omega + (rho - Q)^{1/2} eta``.  Monte Carlo; ``stderr`` = spread/sqrt(samples)."""
     def per_sample(omega, sv, rng):
@@ -65,7 +66,7 @@ def plugin_error(model, Q, *, samples=100000, seed=0, batch=50000) -> ErrorEstim
 
 
 def bayes_error(model, Q, *, samples=200000, inner=4, seed=0, batch=50000) -> ErrorEstimate:
-    """Bayes-optimal generalization error (smi.md Eq. 11)
+    """Bayes-optimal generalization error (Eq. (11) of arXiv:2502.00901)
 
         E_gen = E || g(Z) ||^2 - E_xi || E_eta g(omega + (rho - Q)^{1/2} eta) ||^2 .
 

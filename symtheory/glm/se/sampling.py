@@ -42,23 +42,6 @@ def tail_multiple(sigmas: float, scrambles: int | None) -> float:
     return float(t.isf(norm.sf(sigmas), int(scrambles) - 1))
 
 
-def add_sampling_option(parser, *, applies_to: str = "", given_only: bool = False) -> None:
-    """``--sampling {rqmc, monte-carlo}``: the design of an SE's frozen samples, one
-    meaning wherever the option appears (``applies_to``: a note on which computation of
-    the command it affects).  ``given_only``: the parsed value is None unless the option
-    is given (the default is still rqmc), so a command can refuse it where it does not
-    apply."""
-    note = f" ({applies_to})" if applies_to else ""
-    parser.add_argument(
-        "--sampling", choices=("rqmc", "monte-carlo"), default=None if given_only else "rqmc",
-        help=f"design of the SE's frozen samples{note}: rqmc (default; {DEFAULT_SCRAMBLES} "
-             "independently scrambled Sobol sequences, standard errors from the spread of "
-             "their means) or monte-carlo (pseudo-random draws, per-sample standard "
-             "errors); both unbiased, rqmc's variance measured 1-4x lower (none seen on "
-             "some entries); its stderr is a t quantity with "
-             f"{DEFAULT_SCRAMBLES - 1} degrees of freedom (95%%: 2.13 x stderr)")
-
-
 def design_record(sampling: str) -> dict:
     """What an output's parameters record about the design: ``sampling`` and
     ``scrambles`` (None for plain Monte Carlo)."""

@@ -46,25 +46,23 @@ class ScalarSpectralSE:
 
     Parameters
     ----------
-    mmse:
-        The prior's denoising MMSE as a function of the noise variance ``D``.
+    prior:
+        A :class:`~symtheory.glm.factors.spectral_priors.SpectralPrior`: its denoising
+        MMSE, ``Q0 = (1/d) Tr S^2`` and the error of the uninformative estimate
+        ``v_max = Q0 - mean^2``; ``v`` lives in ``[0, v_max]`` and ``q = Q0 - v``.
     fisher:
         ``(q, V) -> E||g_out||^2`` of the output channel.
     alpha:
         Sample ratio; ``sample_factor * alpha * fisher`` is ``q_hat``.
-    Q0, v_max:
-        ``(1/d) Tr S^2`` and the error of the uninformative estimate (``Q0 - mean^2``);
-        ``v`` lives in ``[0, v_max]`` and ``q = Q0 - v``.
     """
 
-    def __init__(self, mmse: Callable[[float], float], fisher: Callable[[float, float], float],
-                 alpha: float, *, Q0: float, v_max: float, sample_factor: float = 2.0,
-                 name: str = "spectral SE"):
-        self.mmse = mmse
+    def __init__(self, prior, fisher: Callable[[float, float], float], alpha: float, *,
+                 sample_factor: float = 2.0, name: str = "spectral SE"):
+        self.prior = prior
         self.fisher = fisher
         self.alpha = validate.real("alpha", alpha, low=0)
-        self.Q0 = float(Q0)
-        self.v_max = float(v_max)
+        self.Q0 = prior.Q0
+        self.v_max = prior.v_max
         self.c = float(sample_factor)
         self.name = name
 
@@ -73,10 +71,7 @@ class ScalarSpectralSE:
 
     def error_map(self, v: float) -> float:
         """``v -> mmse(1/q_hat(v))`` (``v_max`` when nothing is learned)."""
-        qh = self.qhat(v)
-        if qh <= 0:
-            return self.v_max
-        return self.mmse(1.0 / qh)
+        return self.prior.error(self.qhat(v))
 
     def solve(self, *, xtol: float = 1e-14) -> SolverResult:
         """Bracketed root of ``error_map(v) - v`` on ``(0, v_max]``.  Without a positive
@@ -96,8 +91,8 @@ class ScalarSpectralSE:
     def iterate(self, *, damping: float = 0.4, tol: float = 1e-12, maxiter: int = 5000,
                 start: float | None = None) -> SolverResult:
         """Damped iteration ``v <- error_map(v)`` from the uninformative ``v = v_max``
-        (aim.md 3.3).  Where several fixed points exist this reaches the one attracting
-        the uninformative start (the bracketed root may differ)."""
+        (state evolution of arXiv:2506.01582).  Where several fixed points exist this
+        reaches the one attracting the uninformative start (the bracketed root may differ)."""
         v0 = self.v_max if start is None else float(start)
         return fixed_point(self.error_map, v0, damping=damping, tol=tol, maxiter=maxiter,
                            project=lambda v: np.clip(v, 0.0, self.v_max), name=self.name)

@@ -1,12 +1,13 @@
-"""Matrix state evolution of sequence multi-index models (smi.md Eqs. 13-14, Sec. 6.1).
+"""Matrix state evolution of sequence multi-index models (Lemma 2.2, Eqs. (13)-(14) of Troiani
+et al., arXiv:2502.00901).
 
     Q_hat = alpha E_{xi, eta}[ sum_m g_out(y, omega, V)_{.m} g_out(...)_{.m}^T ],
         omega = Q^{1/2} xi,  Z = omega + (rho - Q)^{1/2} eta,  y = g(Z) (+ noise),  V = rho - Q,
-    Q_new = F_prior(Q_hat + lambda I)       (lambda: side information, smi.md 6)
+    Q_new = F_prior(Q_hat + lambda I)       (lambda: side information, App. C of arXiv:2502.00901)
 
 For the Gaussian prior N(0, I_P) ``F_prior`` is the matrix function of the scalar
 overlap map ``qhat/(1 + qhat)`` *derived* from the prior's log-partition
-(:func:`symtheory.glm.factors.priors.gaussian_overlap_map`): the prior is rotation invariant,
+(:func:`symtheory.glm.factors.gaussian_prior.gaussian_overlap_map`): the prior is rotation invariant,
 so ``F(O diag(l) O^T) = O diag(F(l)) O^T`` (= ``Q_hat (I + Q_hat)^{-1}``).
 
 The expectation is an average over ``samples`` draws of ``(xi, eta, noise)`` drawn
@@ -34,52 +35,35 @@ differencing the frozen-sample map), which grows near a threshold.
 Coordinates of the observation: a noiseless link with a :class:`DeterministicReduction`
 is integrated in its inversion-feature coordinates (e.g. the logit differences of a
 softmax head), computed from the teacher's ``E = T(u) h^T`` and never from ``y``: a
-saturated softmax (``--skip 100``, ``--inv-temp 100``) rounds ``y`` to 0 or 1 and loses
+saturated softmax (large skip strength or inverse temperature) rounds ``y`` to 0 or 1 and loses
 the observation, while its logits stay exact.  The posterior moments (hence ``g_out``,
 ``dg_out``) do not depend on the coordinates; ``log Z_out`` (in :meth:`psi_out`) is the
 log-density of the features, which differs from that of ``y`` by a function of the
 observation only (a constant shift of ``Psi_out``, independent of ``Q`` and ``alpha``).
 
-Structure: when the model is even in every row group (smi.md 2.2) the cross-group
+Structure: when the model is even in every row group (even models, arXiv:2502.00901) the cross-group
 blocks of ``Q`` vanish at every iteration in expectation; the engine then keeps them at
 exactly zero (``structure='block'``) so Monte-Carlo noise cannot break the symmetry.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import math
-import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ...core.linalg import psd_sqrt
 from ...core.quadrature import TensorRule
-from ...core.solvers import ConvergenceWarning
 from ...core.validate import ParameterError
-from ..factors.priors import GaussianPrior
+from ..factors.gaussian_prior import GaussianPrior
+from ..integrate.moments import Moments
+from .linearization import MapLinearization
+from .staged_solve import StagedSolve
 from .sampling import DEFAULT_SAMPLES, DEFAULT_SCRAMBLES, tail_multiple
 
 #: nodes-per-axis factor of the finer rule the channel error of a reduced noiseless link
 #: is estimated against at the fixed point (one evaluation: 1.5^D times its cost over D
 #: integrated coordinates)
 CHANNEL_ERROR_REFINEMENT = 1.5
-
-#: :meth:`StateEvolution.solve` warms up on the first ``max(WARMUP_MIN_SAMPLES,
-#: samples/WARMUP_FRACTION)`` frozen samples: a subset whose fixed point is within a few of
-#: its (4x larger) Monte-Carlo errors of the full one, so the full-sample stages start
-#: close and take few iterations
-WARMUP_MIN_SAMPLES = 1000
-WARMUP_FRACTION = 16
-#: :meth:`StateEvolution.solve` switches a reduced link from a tensor rule over the prior of
-#: the free rows to the peak-following rule when that rule's effect on Q_hat (change
-#: against 1.5x the nodes) exceeds this many standard errors: the threshold under which it
-#: adds less than 5% to the error bar (added in quadrature)
-PEAK_RULE_SWITCH = 0.3
-#: with a randomized channel rule the second warm-up stage (coarsened rule) runs on this
-#: share of the samples, not on all of them (see :meth:`StateEvolution.solve`)
-RANDOMIZED_COARSE_FRACTION = 4
 
 #: difference step (in overlap units) of the Jacobians of the frozen-sample map (Newton,
 #: stability, standard errors) when the channel rule is randomized and adaptive (Laplace-
@@ -96,43 +80,6 @@ RANDOMIZED_RULE_DIFFERENCE_STEP = 1e-2
 #: residual sat at 1e-4 for 15 evaluations, 6 min, with the default 1e-8); still two
 #: orders below the Monte-Carlo error of Q at such sample counts (~1e-2)
 RANDOMIZED_RULE_TOL = 1e-4
-
-
-@dataclass
-class SEResult:
-    Q: np.ndarray
-    Qhat: np.ndarray
-    converged: bool
-    iterations: int
-    residual: float
-    Qhat_stderr: np.ndarray
-    Q_stderr: np.ndarray
-    nishimori_gap: float
-    message: str
-    trace: list = field(default_factory=list)
-    stable: bool | None = None     # no eigenvalue of dF/dQ above 1 at Q (None: not checked)
-    #: largest estimated error of the channel's posterior moments over the samples at Q
-    #: (reduced noiseless link: change against the rule with 1.5x the nodes per axis,
-    #: :data:`CHANNEL_ERROR_REFINEMENT`; otherwise the channel's own estimate; None: not
-    #: estimated)
-    channel_error: float | None = None
-    #: the same refinement's effect on ``Q_hat`` at Q, in its sampling standard errors:
-    #: ``max_ab |Q_hat - Q_hat_refined|_ab / stderr_ab`` (stderr floored at 1e-12 of
-    #: ``max |Q_hat|``: an entry held at 0 is rounding noise both ways).  Below ~0.3 the
-    #: quadrature adds under 5% to the sampling error of the fixed point; None: not
-    #: estimated (a randomized rule's error is part of the sampling spread already)
-    channel_qhat_error: float | None = None
-
-    @property
-    def value(self) -> np.ndarray:
-        return self.Q
-
-    def as_dict(self):
-        return {"Q": self.Q.tolist(), "converged": self.converged, "stable": self.stable,
-                "iterations": self.iterations, "residual": self.residual,
-                "Q_stderr": self.Q_stderr.tolist(), "nishimori_gap": self.nishimori_gap,
-                "channel_error": self.channel_error,
-                "channel_qhat_error": self.channel_qhat_error, "message": self.message}
 
 
 def _min_variance_weights(sq, tw):
@@ -153,53 +100,52 @@ def _min_variance_weights(sq, tw):
     return np.where(den > 0, (C_tt - C_st) / np.where(den > 0, den, 1.0), 1.0)
 
 
-class StateEvolution:
+class StateEvolution(StagedSolve, MapLinearization):
     """SE of an SMI model at sample complexity ``alpha`` (see the module docstring).
 
-    Parameters: ``model`` (:class:`~symtheory.glm.factors.multi_index.MultiIndexModel`), ``alpha > 0``,
-    ``samples`` (frozen draws; default :data:`DEFAULT_SAMPLES`; with RQMC best a power of
-    2 times ``scrambles``; below ``2 scrambles`` some scramblings hold one point and the
-    stated error falls back to the per-sample spread, honest but without the RQMC gain),
-    ``seed``, ``noise_variance`` (Gaussian
-    output noise; ``None`` = noiseless), ``rule`` (quadrature of the channel),
-    ``side_information`` lambda >= 0, ``structure`` ('auto', 'block', 'full'),
-    ``regularization`` eps >= 0: use ``V = rho - Q + eps I`` for both the teacher and
-    the channel, as the reference code (``BO_2w.py``, eps = 1e-3) -- only to reproduce
-    it; it caps how sharply a learned layer is known (smi.md 11.4).
-    ``estimator``: ``'square'`` averages ``sum_m g g^T`` (default for a reduced deep link
-    integrated by a Laplace-RQMC rule: there the twin below keeps the rule's ratio bias
-    of second moments -- at depth 3, alpha = 1.05, ``Q = diag(0.13, 0.006, 0.983)``, on
-    1000 paired samples refining the rule from tol 5e-2 / 1024 points to 1e-2 / 8192
-    moved ``E(-J)_11`` by -0.0103 +- 0.0007 and ``E(g g^T)_11`` by -0.0007 +- 0.0002 (of
-    0.125), and on 2000 samples the combined ``Q_hat_11`` sat 1.7 of its standard errors
-    above the square one; quantities built from ``J`` elsewhere -- the grand staircase's
-    slope, GAMP's ``A`` -- keep that bias);
-    ``'combined'`` (default otherwise when
-    Bayes-optimal) averages it with its Nishimori twin ``-sum_m J_mm`` (same mean,
-    smi.md 3) with the per-entry weights of minimal variance, measured on the frozen
-    samples at each ``Q`` (so the map depends on ``Q`` alone, not on the order of calls)
-    -- about 3x lower variance for the attention channel (the ``g g^T`` samples are
-    heavy-tailed, ``-J`` is bounded above); ``'cross'`` (default for a channel integrated
-    by a randomized rule under output noise, :class:`~symtheory.glm.integrate.laplace_qmc.
-    LaplaceQMCRule`) averages ``sym(sum_m g_A g_B^T)`` of the posterior means pooled over
-    the rule's even and over its odd scramblings (independent given its proposal, built
-    on a further scrambling; one run, :func:`~symtheory.glm.integrate.laplace_qmc.
-    independent_half_means`): the rule's random errors enter linearly and
-    average out over the samples, where in ``g g^T`` (and in ``-J``, through ``E[x] E[x]^T``) they add their
-    variance ``E[dg dg^T]`` -- so a sample needs 128 points, not 1024
-    (:data:`~symtheory.glm.factors.gaussian_noise.NOISE_SE_RULE`, used when no ``rule`` is given;
-    its ``-J`` keeps the ratio bias of second moments and is not used).  A reduced deep
-    link integrated by a Laplace-RQMC rule takes ``'cross'`` on request (its default
-    is ``'square'``): with a cheap rule (128 points, tol 0.25) it costs 1.6-6 ms per
-    sample at depth 3 against 24-58 ms for the default rule, agrees with the default
-    rule under ``'combined'`` within 1.4 standard errors (measured at Q = 0.05 I, diag(0.3, 0.3, 0.97), diag(0.02, 0.5,
-    0.99)), but without the Nishimori twin its variance on a nearly known layer is 4-6x
-    larger.  A rule that escalates many samples is a poor partner: keeping a sample
-    because its scramblings agree correlates the two halves.
+    Parameters: ``model`` (:class:`~symtheory.glm.factors.multi_index.MultiIndexModel`),
+    ``alpha > 0``, ``samples`` (frozen draws; default :data:`DEFAULT_SAMPLES`; with RQMC
+    best a power of 2 times ``scrambles``; below ``2 scrambles`` some scramblings hold one
+    point and the stated error falls back to the per-sample spread, honest but without the
+    RQMC gain), ``seed``, ``noise_variance`` (Gaussian output noise; ``None`` = noiseless),
+    ``rule`` (quadrature of the channel), ``side_information`` lambda >= 0, ``structure``
+    ('auto', 'block', 'full'), ``regularization`` eps >= 0: use ``V = rho - Q + eps I`` for
+    both the teacher and the channel, as the reference code (``BO_2w.py``, eps = 1e-3) --
+    only to reproduce it; it caps how sharply a learned layer is known (the reference code
+    of arXiv:2502.00901 does the same). ``estimator``: ``'square'`` averages ``sum_m g g^T``
+    (default for a reduced deep link integrated by a Laplace-RQMC rule: there the twin below
+    keeps the rule's ratio bias of second moments -- at depth 3, alpha = 1.05, ``Q =
+    diag(0.13, 0.006, 0.983)``, on 1000 paired samples refining the rule from tol 5e-2 /
+    1024 points to 1e-2 / 8192 moved ``E(-J)_11`` by -0.0103 +- 0.0007 and ``E(g g^T)_11``
+    by -0.0007 +- 0.0002 (of 0.125), and on 2000 samples the combined ``Q_hat_11`` sat 1.7
+    of its standard errors above the square one; quantities built from ``J`` elsewhere --
+    the grand staircase's slope, GAMP's ``A`` -- keep that bias); ``'combined'`` (default
+    otherwise when Bayes-optimal) averages it with its Nishimori twin ``-sum_m J_mm`` (same
+    mean, Eq. (12) of arXiv:2502.00901) with the per-entry weights of minimal variance,
+    measured on the frozen samples at each ``Q`` (so the map depends on ``Q`` alone, not on
+    the order of calls) -- about 3x lower variance for the attention channel (the ``g g^T``
+    samples are heavy-tailed, ``-J`` is bounded above); ``'cross'`` (default for a channel
+    integrated by a randomized rule under output noise,
+    :class:`~symtheory.glm.integrate.laplace_qmc.LaplaceQMCRule`) averages ``sym(sum_m g_A
+    g_B^T)`` of the posterior means pooled over the rule's even and over its odd scramblings
+    (independent given its proposal, built on a further scrambling; one run,
+    :func:`~symtheory.glm.integrate.laplace_qmc.independent_half_means`): the rule's random
+    errors enter linearly and average out over the samples, where in ``g g^T`` (and in
+    ``-J``, through ``E[x] E[x]^T``) they add their variance ``E[dg dg^T]`` -- so a sample
+    needs 128 points, not 1024 (:data:`~symtheory.glm.factors.gaussian_noise.NOISE_SE_RULE`,
+    used when no ``rule`` is given; its ``-J`` keeps the ratio bias of second moments and is
+    not used).  A reduced deep link integrated by a Laplace-RQMC rule takes ``'cross'`` on
+    request (its default is ``'square'``): with a cheap rule (128 points, tol 0.25) it costs
+    1.6-6 ms per sample at depth 3 against 24-58 ms for the default rule, agrees with the
+    default rule under ``'combined'`` within 1.4 standard errors (measured at Q = 0.05 I,
+    diag(0.3, 0.3, 0.97), diag(0.02, 0.5, 0.99)), but without the Nishimori twin its
+    variance on a nearly known layer is 4-6x larger.  A rule that escalates many samples is
+    a poor partner: keeping a sample because its scramblings agree correlates the two
+    halves.
         ``pinned_rows``: rows whose overlap is held at exactly 0 (rows and columns of ``Q``
-    and ``Q_hat``): the invariant subspace of rows not learned yet, for a model even in
-    each of their row groups (smi.md 2.2, 8.4) -- the fixed point ``Q*`` of Eq. (18)
-    supported on the other rows, where the grand staircase tests stability.
+    and ``Q_hat``): the invariant subspace of rows not learned yet, for a model even in each
+    of their row groups (Eqs. (17)-(18) of arXiv:2502.00901) -- the fixed point ``Q*`` of
+    Eq. (18) supported on the other rows, where the grand staircase tests stability.
         ``sampling``: ``'rqmc'`` (default) or ``'monte-carlo'``, the design of the frozen
     samples, and ``scrambles`` (>= 4, default :data:`DEFAULT_SCRAMBLES`) its independent
     randomizations (module docstring).
@@ -252,18 +198,33 @@ class StateEvolution:
             check=check_channel)
         self.noise_variance = noise_variance
         self.prior = prior or GaussianPrior()
-        P, M = model.P, model.M
-        n_out = model.link.rows * model.link.cols
+        self._draw_samples(sampling, scrambles, seed)
+        self._set_structure(structure, pinned_rows)
+        self.rho = self.prior.rho(model.P)
+        if not (np.isfinite(regularization) and regularization >= 0):
+            raise ValueError(f"regularization must be finite and >= 0, got {regularization}")
+        self.regularization = float(regularization)
+        self.evaluations = 0
+        self.psd_projections = 0
+        self.channel_error = None     # largest estimated error of the last posterior pass
+        self.estimate_channel_error = True   # off while solve() iterates (cost of the check)
+        self._set_rules(rule, estimator, difference_step)
+
+    def _draw_samples(self, sampling, scrambles, seed):
+        """The frozen draws ``xi``, ``eta`` (and output noise) of the expectation."""
+        P, M = self.model.P, self.model.M
+        n_out = self.model.link.rows * self.model.link.cols
+        noisy = self.noise_variance is not None
         self.sampling = sampling
         self.scrambles = int(scrambles) if sampling == "rqmc" else None
-        dim = 2 * P * M + (n_out if noise_variance else 0)
+        dim = 2 * P * M + (n_out if noisy else 0)
         if sampling == "rqmc":
             from ...core.quadrature import SOBOL_MAX_DIM, scrambled_sobol_normals
 
             if dim > SOBOL_MAX_DIM:
                 raise ParameterError(f"sampling='rqmc' needs 2 P M (+ outputs) = {dim} <= "
-                                 f"{SOBOL_MAX_DIM} Sobol coordinates; use "
-                                 "sampling='monte-carlo'")
+                                     f"{SOBOL_MAX_DIM} Sobol coordinates; use "
+                                     "sampling='monte-carlo'")
             B = self.scrambles
             # (seed, 1): randomizations apart from a LaplaceQMCRule's at the same seed
             pts = scrambled_sobol_normals(dim, -(-self.samples // B), B,
@@ -272,13 +233,18 @@ class StateEvolution:
             x = pts.transpose(1, 0, 2).reshape(-1, dim)[:self.samples]
             self.xi = x[:, :P * M].reshape(self.samples, P, M)
             self.eta = x[:, P * M:2 * P * M].reshape(self.samples, P, M)
-            self.noise = np.ascontiguousarray(x[:, 2 * P * M:]) if noise_variance else None
+            self.noise = np.ascontiguousarray(x[:, 2 * P * M:]) if noisy else None
         else:
             # the draws of earlier versions, in their order (results reproduce)
             rng = np.random.default_rng(seed)
             self.xi = rng.standard_normal((self.samples, P, M))
             self.eta = rng.standard_normal((self.samples, P, M))
-            self.noise = rng.standard_normal((self.samples, n_out)) if noise_variance else None
+            self.noise = rng.standard_normal((self.samples, n_out)) if noisy else None
+
+    def _set_structure(self, structure, pinned_rows):
+        """The mask of the free entries of ``Q``: block-diagonal over row groups for an
+        even model, rows pinned at 0 removed."""
+        model, P = self.model, self.model.P
         if structure == "auto":
             structure = "block" if model.is_even else "full"
         self.structure = structure
@@ -294,26 +260,23 @@ class StateEvolution:
             if set(g) & set(pinned) and not (set(g) <= set(pinned) and model.even_groups[g]):
                 raise ValueError(
                     f"pinned_rows must be whole row groups in which the model is even (Q = 0 "
-                    f"is then invariant there, smi.md 2.2); group {g} is "
+                    f"is then invariant there by the link's symmetry); group {g} is "
                     + ("not even" if not model.even_groups[g] else "split"))
         self.pinned_rows = pinned
         self.mask[list(pinned), :] = 0.0
         self.mask[:, list(pinned)] = 0.0
-        self.rho = self.prior.rho(P)
-        if not (np.isfinite(regularization) and regularization >= 0):
-            raise ValueError(f"regularization must be finite and >= 0, got {regularization}")
-        self.regularization = float(regularization)
-        self.evaluations = 0
-        self.psd_projections = 0
-        self.channel_error = None     # largest estimated error of the last posterior pass
-        self.estimate_channel_error = True   # off while solve() iterates (cost of the check)
-        self.features = None
-        from ..integrate.laplace_qmc import LaplaceQMCRule
 
-        if noise_variance is None and model.reduction is not None:
+    def _set_rules(self, rule, estimator, difference_step):
+        """The integration of a reduced link in feature coordinates, the estimator and the
+        difference step of the map's Jacobians, all following the channel's rule."""
+        from ..integrate.laplace_qmc import LaplaceQMCRule
+        from ..integrate.reduced_posterior import PeakTensorRule
+
+        self.features = None
+        if self.noise_variance is None and self.model.reduction is not None:
             from ..integrate.reduced_posterior import ReducedPosterior
 
-            self.features = ReducedPosterior(model)
+            self.features = ReducedPosterior(self.model)
             # a channel integrated by the Laplace-RQMC rule (deep links, where a tensor
             # rule over the free rows is out of reach) keeps its rule in these coordinates
             own = getattr(self.channel, "rule", None)
@@ -322,7 +285,7 @@ class StateEvolution:
                                  else TensorRule())
         randomized = isinstance(getattr(self, "feature_rule", None), LaplaceQMCRule) or \
             isinstance(getattr(self.channel, "rule", None), LaplaceQMCRule)
-        self._resolve_estimator(estimator, rule, noise_variance)
+        self._resolve_estimator(estimator, rule, self.noise_variance)
         if difference_step is None:
             difference_step = RANDOMIZED_RULE_DIFFERENCE_STEP if randomized else 1e-6
         if not (np.isfinite(difference_step) and 0 < difference_step < 0.1):
@@ -423,12 +386,12 @@ class StateEvolution:
         return y, omega, V, Z
 
     def posterior_moments(self, Q, *, include_jacobian=True):
-        """``(log Z_out (n,), E[Z|y] (n, P, M), Cov (n, PM, PM), omega, V)`` of the frozen
-        samples at ``Q``.  A reduced link is integrated in feature coordinates (module
+        """The posterior :class:`~symtheory.glm.integrate.moments.Moments` of the frozen
+        samples at ``Q`` (with their ``omega`` and ``V``).  A reduced link is integrated in feature coordinates (module
         docstring) with its tensor rule; the largest change against the rule with
         :data:`CHANNEL_ERROR_REFINEMENT` times the nodes per axis is kept in
         :attr:`channel_error` (the a-posteriori estimate of the error of the rule used, in
-        the units of :class:`~symtheory.glm.factors.channel.ChannelAccuracy`).
+        the units of :class:`~symtheory.glm.integrate.moments.ChannelAccuracy`).
         ``include_jacobian=False`` drops the observation-only Jacobian factor.
 
         The last result is kept: called again at the same ``Q`` with the same samples,
@@ -450,12 +413,12 @@ class StateEvolution:
         if self.features is None:
             y, omega, V, _ = self.sample_channel(Q)
             if include_jacobian or not hasattr(self.channel, "branches"):
-                logZ, mean, cov = self.channel.moments(y, omega, V)
+                moments = self.channel.moments(y, omega, V)
             else:
-                logZ, mean, cov = self.channel.moments(y, omega, V, include_jacobian=False)
+                moments = self.channel.moments(y, omega, V, include_jacobian=False)
             self.channel_error = self.channel.last_error
             self._scrambling_sums = getattr(self.channel, "last_scrambling_sums", None)
-            return logZ, mean, cov, omega, V
+            return moments
         from ...core._moments_nb import moment_change_batch
 
         _, omega, V, Z = self.sample_channel(Q)
@@ -470,35 +433,36 @@ class StateEvolution:
             # its scramblings); that random error is part of the per-sample spread, hence
             # of the sampling standard error of Q_hat
             ch = self.channel.configured(rule=self.feature_rule)
-            logZ, mean, cov = ch.branch_moments(Ebr, lw, valid, omega, V)
+            moments = ch.branch_moments(Ebr, lw, valid, omega, V)
             self._scrambling_sums = ch.last_scrambling_sums
             self.channel_error = (ch.last_accuracy.max_error if self.estimate_channel_error
                                   else None)
-            return logZ, mean, cov, omega, V
+            return moments
         starts = self._peak_starts(Z) if not isinstance(self.feature_rule, TensorRule) else None
         fine = rp.posterior(Ebr, lw, valid, omega, V, self.feature_rule, starts=starts)
         if not self.estimate_channel_error:
             self.channel_error = None
-            return fine[0], fine[1], fine[2], omega, V
+            return Moments.from_posterior(fine[0], fine[1], fine[2], omega, V)
         # against a finer rule, not a coarser one: the change to half the nodes measures
-        # the coarse rule's error, e.g. 8.4 at skip 100, Q ~ rho, where GH 30 agrees with
+        # the coarse rule's error, e.g. 8.4 with two nearly known rows (Q ~ rho) where GH 30 agrees with
         # a 1601^2 trapezoid to 5e-10 (measured)
         finer = rp.posterior(Ebr, lw, valid, omega, V,
                              self.feature_rule.refined(CHANNEL_ERROR_REFINEMENT), starts=starts)
-        self._refined_moments = (self._refined_key(Q), finer[1], finer[2], omega, V)
+        self._refined_moments = (self._refined_key(Q),
+                                 Moments.from_posterior(finer[0], finer[1], finer[2], omega, V))
         sd = np.sqrt(np.repeat(np.diag(V), self.model.M))
         n = len(Z)
         err = moment_change_batch(finer[0], finer[1].reshape(n, -1), finer[2], fine[0],
                                   fine[1].reshape(n, -1), fine[2], sd)
         self.channel_error = float(np.max(err)) if err.size else 0.0
-        return fine[0], fine[1], fine[2], omega, V
+        return Moments.from_posterior(fine[0], fine[1], fine[2], omega, V)
 
     def _peak_starts(self, Z):
         """Starts of the peak search of a :class:`~symtheory.glm.integrate.reduced_posterior.PeakTensorRule`
-        (``(n, k, p_free M)``): each sample's true free rows and their images under the
-        sign flips of the even groups of free rows and their products
-        (:func:`~symtheory.glm.integrate.laplace_qmc.flip_patterns`: symmetries of the link, smi.md
-        2.2).  Starts only steer the proposal; the estimate is exact for any mixture."""
+        (``(n, k, p_free M)``): each sample's true free rows and their images under the sign
+        flips of the even groups of free rows and their products
+        (:func:`~symtheory.glm.integrate.laplace_qmc.flip_patterns`: symmetries of the
+        link).  Starts only steer the proposal; the estimate is exact for any mixture."""
         from ..integrate.laplace_qmc import flip_patterns
 
         free, M = list(self.features.free_rows), self.model.M
@@ -507,8 +471,9 @@ class StateEvolution:
         return np.ascontiguousarray(np.concatenate([u[:, None, :], u[:, None, :] * flips[None]],
                                                    axis=1))
 
-    def gout(self, Q):
-        """``(g_out, dg_out)`` of the frozen samples at ``Q`` (smi.md Eq. 12); the last
+    def gout_at(self, Q):
+        """``(g_out, dg_out)`` of the frozen samples at ``Q`` (Eq. (12) of arXiv:2502.00901);
+        the last
         result is kept (a fixed point is evaluated again by its callers: the standard
         error, the staircase's instability)."""
         return self._gout_all(Q)[:2]
@@ -523,15 +488,14 @@ class StateEvolution:
         return self._gout_all(Q)[2:]
 
     def _gout_all(self, Q):
-        from ..integrate.moments import gout_from_moments
-
         Q = self._check_Q(Q)
         key = (Q.tobytes(), self.samples, getattr(self, "feature_rule", None),
                getattr(self.channel, "rule", None), self.estimate_channel_error)
         if getattr(self, "_last_gout", (None,))[0] == key:
             return self._last_gout[1]
-        _, mean, cov, omega, V = self.posterior_moments(Q)
-        out = gout_from_moments(mean, cov, omega, V)
+        moments = self.posterior_moments(Q)
+        out = moments.output_functions()
+        omega, V = moments.omega, moments.V
         if self.estimator == "cross":
             from ..integrate.laplace_qmc import independent_half_means
 
@@ -545,16 +509,16 @@ class StateEvolution:
         """``(Q_hat, stderr, nishimori_gap)`` at ``Q`` from the frozen samples.
 
         ``nishimori_gap`` = ``max_ab |E[g g^T] - E[-dg]|_ab / ||V^{-1}||_2``: the two
-        estimators of ``Q_hat/alpha`` (equal at Bayes-optimality, smi.md 3) compared in
-        units of ``V^{-1} = (rho - Q)^{-1}``, the scale that bounds both means (each lies
-        between 0 and ``V^{-1}``), so it means the same at every ``alpha`` -- also where
-        ``Q_hat -> 0`` (small ``alpha``), where a relative difference divides by ~0.
-        Consistent with 0 within its sampling error (about ``max stderr / (alpha
-        ||V^{-1}||)``) -- except under a randomized rule (the ``'cross'`` estimator, and a
-        reduced deep link's Laplace-RQMC rule under ``'square'``), where ``E(-dg)`` keeps
-        the rule's ratio bias of second moments (not used for ``Q_hat``)."""
+        estimators of ``Q_hat/alpha`` (equal at Bayes-optimality, Eq. (12) of
+        arXiv:2502.00901) compared in units of ``V^{-1} = (rho - Q)^{-1}``, the scale that
+        bounds both means (each lies between 0 and ``V^{-1}``), so it means the same at
+        every ``alpha`` -- also where ``Q_hat -> 0`` (small ``alpha``), where a relative
+        difference divides by ~0. Consistent with 0 within its sampling error (about ``max
+        stderr / (alpha ||V^{-1}||)``) -- except under a randomized rule (the ``'cross'``
+        estimator, and a reduced deep link's Laplace-RQMC rule under ``'square'``), where
+        ``E(-dg)`` keeps the rule's ratio bias of second moments (not used for ``Q_hat``)."""
         alpha = self.alpha if alpha is None else alpha
-        g, dg = self.gout(Q)
+        g, dg = self.gout_at(Q)
         halves = self.gout_halves(Q) if self.estimator == "cross" else None
         Qhat, stderr, m_sq, m_tw = self._qhat_from_gout(g, dg, alpha, Q, halves)
         V = self.rho - self._check_Q(Q) + self.regularization * np.eye(self.model.P)
@@ -618,14 +582,12 @@ class StateEvolution:
         standard errors (:attr:`SEResult.channel_qhat_error`): reuses the refined
         moments of the last error-estimating pass at ``Q``; ``None`` if there is none
         (a randomized or non-reduced rule)."""
-        from ..integrate.moments import gout_from_moments
-
         Q = self._check_Q(Q)
         ref = getattr(self, "_refined_moments", None)
         if ref is None or ref[0] != self._refined_key(Q):
             return None
-        Qhat, stderr, _, _ = self._qhat_from_gout(*self.gout(Q), self.alpha, Q)
-        Qhat_ref, _, _, _ = self._qhat_from_gout(*gout_from_moments(*ref[1:]), self.alpha, Q)
+        Qhat, stderr, _, _ = self._qhat_from_gout(*self.gout_at(Q), self.alpha, Q)
+        Qhat_ref, _, _, _ = self._qhat_from_gout(*ref[1].output_functions(), self.alpha, Q)
         free = self.mask > 0
         diff = np.abs(Qhat - Qhat_ref)[free]
         if not diff.size or not np.any(diff > 0):
@@ -646,14 +608,15 @@ class StateEvolution:
         ``include_jacobian=False`` drops the y-only output Jacobian of deterministic
         channels: a Q-independent shift in expectation but a heavy-tailed one sample by
         sample, so derivatives in Q are far less noisy without it."""
-        logZ = self.posterior_moments(Q, include_jacobian=include_jacobian)[0]
+        logZ = self.posterior_moments(Q, include_jacobian=include_jacobian).log_partition
         if not np.all(np.isfinite(logZ)):
             raise FloatingPointError("log Z_out is not finite on some samples")
         mean, stderr = self.sample_mean_stderr(logZ)
         return float(mean), float(stderr)
 
     def free_entropy(self, Q):
-        """Replica-symmetric free entropy at ``Q`` with ``Q_hat`` from the SE map (smi.md 4):
+        """Replica-symmetric free entropy at ``Q`` with ``Q_hat`` from the SE map (Eqs.
+        (10)-(11) of arXiv:2502.00901):
         ``Phi = -Tr(Q Q_hat)/2 + psi_P(Q_hat) + alpha Psi_out(Q)``.  Returns
         ``(Phi, stderr)`` (stderr of the Monte-Carlo term).  At a fixed point it is the
         value whose maximum over fixed points selects the Bayes-optimal one."""
@@ -664,7 +627,8 @@ class StateEvolution:
         return phi, self.alpha * se
 
     def alpha_at_fixed_point(self, Q, entry=None):
-        """The ``alpha`` at which ``Q`` is a fixed point along ``entry`` (smi.md 6.1 item 6):
+        """The ``alpha`` at which ``Q`` is a fixed point along ``entry`` (Eqs. (13)-(14) solved
+        for alpha):
         ``alpha = [F_prior^{-1}(Q)]_ee / E[g g^T]_ee`` (the channel does not depend on
         alpha).  Returns ``(alpha, stderr)``.  Exact for a one-parameter reduced SE (e.g.
         ``Q = diag(0, q2)`` below the layer-1 threshold)."""
@@ -697,396 +661,3 @@ class StateEvolution:
             self.psd_projections += 1
             Qhat = (O * np.clip(lam, 0.0, None)) @ O.T
         return Qhat
-
-    # ------------------------------------------------------------------ solve
-    def solve(self, Q0=None, *, damping=0.5, tol=None, max_iter=300, newton_below=1e-3,
-              kick=0.05, max_kicks=3, progress=False, stderr=True,
-              warmup="auto", peak_rule="auto") -> SEResult:
-        """Stable fixed point of ``Q = F(Q)`` on the frozen samples, from ``Q0``: a thin
-        client of the engine :func:`symtheory.core.solvers.fixed_point` on the free
-        entries of ``Q`` (upper triangle inside the structure mask), with domain
-        ``0 <= Q < rho``.
-
-        Damped iteration ``Q <- theta Q + (1 - theta) F(Q)`` (``damping`` = ``theta``, the
-        weight of the previous iterate, in [0, 1)) follows the basin of the start (``Q0``
-        defaults to ``0.05 I``: a small symmetry-breaking overlap, the reference's start;
-        pass e.g. ``0.99 I`` for an informed start).  Once the residual is below
-        ``newton_below`` Newton steps (Jacobian by differencing the smooth frozen-sample
-        map) remove the critical slowing down near thresholds; they are refused where
-        the Jacobian has an eigenvalue > 1, i.e. towards an unstable fixed point.
-        Converged when ``max |F(Q) - Q| <= tol (1 + max|Q|)``; ``tol`` defaults to
-        :attr:`default_tol`: 1e-8, or :data:`RANDOMIZED_RULE_TOL` (1e-4) for a
-        Laplace-RQMC rule, whose map is smooth only to about that.  ``Q_stderr``: the
-        sampling error propagated through the linearized map, combined in quadrature with
-        the iteration's truncation error (the engine's Newton-predicted distance to the
-        fixed point: the tolerance bounds the residual, which is ``1 - lambda`` times that
-        distance along a Jacobian eigenvalue ``lambda``); under a Laplace-RQMC rule the
-        Jacobian may be the last warm-up stage's (see below; the message says so).
-
-        Cost: the iterations before the fixed point (an escape from an unstable point, a
-        staircase) run in cheaper stages, each warm-starting the next -- first on the
-        first :meth:`warmup_samples` of the frozen samples (``warmup``: ``"auto"``, an
-        integer, ``None`` = none), then on all of them with half the quadrature nodes per
-        axis (a reduced link; a Laplace-RQMC rule, of a deep link or a noisy one: its
-        :meth:`~symtheory.glm.integrate.laplace_qmc.LaplaceQMCRule.coarsened`, a quarter of the
-        points, in both stages, the second on samples / :data:`RANDOMIZED_COARSE_FRACTION`
-        only, Newton tried from the start of every stage after the first, with the last
-        Jacobian computed before it, within that Jacobian's probe radius: the full map's
-        own difference Jacobian is no more accurate at that rule's smoothness; it is
-        differenced where the stability verdict is near marginal) -- and only the last
-        stage uses the full map.  The result is
-        the fixed point of the full map, converged by the same criterion; ``iterations``
-        counts every stage and the message names them.  A warm-up stage runs at most half
-        of the iterations left, so the full map always gets a share of ``max_iter``.
-
-        Rule: a noiseless reduced link is integrated over its free rows by a tensor rule
-        over their prior.  Where their posterior is far narrower than that prior (both
-        layers nearly known, e.g. skip 100 at alpha = 1) such a rule converges slowly:
-        with ``peak_rule="auto"`` its effect on ``Q_hat`` is measured at the first warm-up
-        stage's fixed point (change against 1.5x the nodes, in standard errors of all the
-        samples; on all of them when there is no subset stage), and above
-        :data:`PEAK_RULE_SWITCH` the final stage (the only one left) uses the peak-following
-        :class:`~symtheory.glm.integrate.reduced_posterior.PeakTensorRule` (the message says so; ``None``
-        keeps the rule given).
-
-        Stability: an even model keeps ``Q_ll = 0`` exactly, so a layer that decayed
-        while another was being learned can sit on an *unstable* fixed point (the
-        staircase of smi.md 8.4); near perfect recovery below its threshold the point
-        ``Q = rho`` is a fixed point of ``F`` that is unstable (e.g. ``y = z^2``: ``1 - q``
-        grows by ``1/alpha`` per step).  Every converged point, on the boundary of the
-        domain too (one-sided differences into it), is checked: if an eigenvalue of the
-        Jacobian exceeds 1 the iteration restarts from the fixed point plus ``kick``
-        along the unstable direction (towards larger overlaps when that stays in the
-        domain), at most ``max_kicks`` times; the message reports it and ``stable``
-        records the final verdict.
-        """
-        from ...core.progress import progress_bar
-        from ...core.solvers import fixed_point
-        from ..integrate.laplace_qmc import LaplaceQMCRule
-
-        if peak_rule not in ("auto", None):
-            raise ParameterError(f"peak_rule must be 'auto' or None, got {peak_rule!r}")
-        tol = self.default_tol if tol is None else tol
-        P = self.model.P
-        Q = self._check_Q(0.05 * np.eye(P) if Q0 is None else Q0)
-        entries = self._free_entries()
-        diag = np.array([a == b for a, b in entries])
-        trace = []
-        bar = progress_bar(range(max_iter * (max_kicks + 1)),
-                           desc=f"SE alpha={self.alpha:g}, iterations of the budget",
-                           enabled=progress)
-        bar_iter = iter(bar)
-
-        def record(it, q, res):
-            next(bar_iter, None)
-            trace.append({"iteration": len(trace) + 1, "Q": self._from_free(q), "residual": res})
-
-        def iterate(q0, maxiter, newton_below=newton_below, jacobian_start=None):
-            return fixed_point(lambda q: self._to_free(self.step(self._from_free(q))),
-                               q0, damping=damping, adaptive=False, tol=tol,
-                               maxiter=maxiter, domain=lambda q: self._in_domain(self._from_free(q)),
-                               newton_below=newton_below, jacobian_directions=self._directions(),
-                               jacobian_step=self.difference_step,
-                               jacobian_boundary_fraction=self.boundary_fraction,
-                               stability=True, kick=kick, max_kicks=max_kicks,
-                               orientation=lambda v: float(np.sum(v[diag])), callback=record,
-                               name=f"state evolution at alpha={self.alpha:g}", warn=False,
-                               jacobian_start=jacobian_start)
-
-        self.psd_projections = 0
-        self.estimate_channel_error = False
-        q0, done = self._to_free(Q), 0
-        rule = getattr(self, "feature_rule", None)
-        if rule is None:
-            # a noisy link's Laplace-RQMC rule coarsens for the warm-up the same way
-            rule = self._randomized_channel_rule()
-        coarse = rule.coarsened() if rule is not None else None
-        if isinstance(coarse, TensorRule) and coarse.n < 8:
-            coarse = None
-        m = self.warmup_samples(warmup)
-        # the way to the fixed point is cheap stages, each warm-starting the next: the
-        # first m of the frozen samples (the transient -- e.g. a staircase of ~200
-        # iterations at skip 100 -- costs samples/m times less), then all samples, both on
-        # the rule with half the nodes per axis (a quarter of the cost); the fixed point
-        # itself on all samples and the requested rule, from there.  A randomized (Laplace-
-        # RQMC) coarse rule has random errors of its own, so its fixed point on all samples
-        # is no closer to the last stage's than a subset's is: the second stage runs on
-        # samples/RANDOMIZED_COARSE_FRACTION of them instead
-        second = self.samples
-        if isinstance(rule, LaplaceQMCRule):
-            second = self.samples // RANDOMIZED_COARSE_FRACTION
-            second = second if second > m else None
-        plan = ([(m, coarse is not None)] if m < self.samples else []) + (
-            [(second, True)] if coarse is not None and second is not None else [])
-        # with a randomized rule a stage after the first starts within a few of the last
-        # subset's Monte-Carlo errors of its fixed point, inside the difference step its
-        # Jacobian is measured with (the scale it treats the map as linear on): Newton
-        # from there
-        warm_newton = newton_below
-        if isinstance(rule, LaplaceQMCRule) and newton_below > 0:
-            warm_newton = max(newton_below, self.difference_step)
-        # with a randomized rule a stage also starts from the last Jacobian computed in a
-        # stage before it, within that Jacobian's own probe radius (the difference step,
-        # less next to the boundary): the map is smooth only to ~1e-4, so a difference
-        # Jacobian of the full map is itself off by ~1e-4 / 1e-2 relative, as much as the
-        # warm-up's is by its sampling noise, and its probes cost two full passes (of ~6
-        # for the whole final stage: --noise 0.1, alpha = 1, 16384 samples, 9 s each).
-        # The engine differences the full map where the verdict is near marginal
-        inherit = isinstance(rule, LaplaceQMCRule)
-        stages, switch_note, inherited = [], "", None
-        for i, (n_stage, use_coarse) in enumerate(plan):
-            stage_rule = coarse if use_coarse else rule
-            # at most half of the iterations left: a stage that converges slowly (its
-            # coarse map near a nearly known layer) must leave the full map its share
-            with self._stage(n_stage, stage_rule):
-                first = iterate(q0, max(1, (max_iter - done) // 2),
-                                warm_newton if i else newton_below, inherited)
-            stages.append((n_stage, stage_rule))
-            q0, done = first.value, done + first.iterations
-            if inherit and first.jacobian_point is not None:
-                inherited = (first.jacobian_point, first.jacobian, first.jacobian_radius)
-            if i == 0 and peak_rule == "auto":
-                switch_note = self._switch_to_peak_rule(self._from_free(q0), n_stage)
-                if getattr(self, "feature_rule", rule) is not rule:
-                    # straight to the final stage: the peak rule's Newton search costs the
-                    # same at any node count (a coarsened pass 1.2 s, the full one 2.7 s at
-                    # 16384 samples), and the coarsened rule's fixed points along a nearly
-                    # flat direction are not the full rule's (skip 100, alpha = 1: 50 passes
-                    # to 1 - Q11 = 3e-6, then 21 full ones to 4e-4; measured)
-                    rule, coarse = self.feature_rule, None
-                    break
-        fp = iterate(q0, max(1, max_iter - done), warm_newton if stages else newton_below,
-                     inherited)
-        fp.iterations += done
-        if stages:
-            fp.message += (f" in the final stage ({fp.iterations} iterations in all; warm-started "
-                           "by " + ", then ".join(
-                f"{n} samples" + ("" if r is None else f" on {r.describe()}")
-                for n, r in stages) + ")")
-        fp.message += switch_note
-        if fp.jacobian_seeded:
-            fp.message += ("; the final stage's Jacobian (Newton steps, stability, Q_stderr) "
-                           "is the warm-up's, within its probe radius")
-        Q = self._from_free(fp.value)
-        self.estimate_channel_error = True
-        Qhat, se, gap = self.qhat(Q)
-        channel_error = self.channel_error
-        qhat_error = self.quadrature_qhat_error(Q)
-        Q_se = (self._fixed_point_stderr(Q, se, fp.jacobian) if stderr
-                else np.full((P, P), np.nan))
-        msg = fp.message + f"; residual tolerance {tol:g} x (1 + max|Q|)"
-        if stderr and fp.truncation is not None:
-            # the iteration's own error, in quadrature: next to perfect recovery the map
-            # contracts rho - Q by ~1% per step at a counting bound (skip 100, alpha = 1),
-            # the residual tolerance holds at 1 - Q11 = 3.9e-7 while the sampling error there
-            # is 4.8e-9 (the boundary fixed point, 80 of them away; measured)
-            trunc = self._from_free(fp.truncation)
-            if np.any((trunc > 0.1 * Q_se) & (trunc > 1e-15 * (1 + np.abs(Q)))):
-                msg += (f"; Q_stderr includes the iteration's truncation error (distance to "
-                        f"the fixed point predicted by a Newton step: up to "
-                        f"{float(np.max(trunc)):.2g}, sampling error up to "
-                        f"{float(np.max(Q_se)):.2g})")
-            Q_se = np.sqrt(Q_se ** 2 + trunc ** 2)
-        if channel_error is not None:
-            msg += f"; estimated channel quadrature error at the fixed point {channel_error:.2g}"
-        if qhat_error is not None:
-            msg += f" (on Q_hat: {qhat_error:.2g} sampling standard errors)"
-        if self.psd_projections:
-            msg += (f"; {self.psd_projections} map evaluations projected Q_hat onto the PSD cone "
-                    "(negative eigenvalue within the 4-sigma tail of its standard errors)")
-        if not fp.converged or fp.stable is False:
-            warnings.warn(f"state evolution at alpha={self.alpha:g}: {msg}", ConvergenceWarning,
-                          stacklevel=2)
-        return SEResult(Q, Qhat, fp.converged, fp.iterations, fp.residual, se, Q_se, gap, msg,
-                        trace, stable=fp.stable, channel_error=channel_error,
-                        channel_qhat_error=qhat_error)
-
-    def _switch_to_peak_rule(self, Q, n) -> str:
-        """After the first warm-up stage (fixed point ``Q`` on the first ``n`` samples):
-        switch a reduced link's tensor rule over the prior to the peak-following rule when
-        its effect on ``Q_hat`` there, ``|Q_hat(rule) - Q_hat(1.5x nodes)|`` over the
-        standard error of all the samples (the subset's times ``sqrt(n / samples)``),
-        exceeds :data:`PEAK_RULE_SWITCH`.  Not at a point where an even group of free rows
-        sits at ``Q_ll = 0``: the peaks break the symmetry that holds it there exactly.
-        Returns the note for the message ("" when nothing was measured)."""
-        from ..integrate.reduced_posterior import PeakTensorRule
-
-        rule = getattr(self, "feature_rule", None)
-        if self.features is None or not isinstance(rule, TensorRule):
-            return ""
-        free = set(self.features.free_rows)
-        at_zero = [g for g, even in self.model.even_groups.items()
-                   if even and set(g) <= free and all(Q[a, a] == 0 for a in g)]
-        saved = self.estimate_channel_error
-        try:
-            with self._stage(n, rule):
-                self.estimate_channel_error = True
-                self.qhat(Q)            # this pass also integrates with the refined rule
-                effect = self.quadrature_qhat_error(Q)
-        finally:
-            self.estimate_channel_error = saved
-        if effect is None:
-            return ""
-        effect *= math.sqrt(self.samples / n)
-        if effect <= PEAK_RULE_SWITCH:
-            return ""
-        if at_zero:
-            return (f"; the rule over the prior moved Q_hat by ~{effect:.2g} standard errors "
-                    f"at the warm-up's fixed point, but even rows {at_zero} sit at 0 there, "
-                    "where the peak-following rule would break their symmetry: kept")
-        # half the nodes per axis for each component: a component spans the posterior, not
-        # the prior (skip 100, alpha = 1, Q ~ rho: 12 / 18 / 30 nodes per component agree
-        # within 0.01 standard errors, measured), at about the prior rule's cost
-        self.feature_rule = PeakTensorRule(rule.coarsened())
-        return (f"; the rule over the prior moved Q_hat by ~{effect:.2g} standard errors "
-                f"(> {PEAK_RULE_SWITCH:g}) at the warm-up's fixed point: the full-sample stage on "
-                f"{self.feature_rule.describe()}")
-
-    def warmup_samples(self, warmup="auto") -> int:
-        """Samples of the first warm-up stage of :meth:`solve`: ``"auto"`` = the larger of
-        :data:`WARMUP_MIN_SAMPLES` and ``samples/WARMUP_FRACTION`` (all samples -- no
-        subset stage -- when that is more than half of them); an integer in ``[2,
-        samples]``; ``None`` for no subset stage."""
-        if warmup is None:
-            return self.samples
-        if isinstance(warmup, str):
-            if warmup != "auto":
-                raise ValueError(f"warmup must be 'auto', None or an integer, got {warmup!r}")
-            m = max(WARMUP_MIN_SAMPLES, self.samples // WARMUP_FRACTION)
-            return m if 2 * m <= self.samples else self.samples
-        if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or not (
-                2 <= warmup <= self.samples):
-            raise ValueError(f"warmup must be an integer in [2, samples = {self.samples}], "
-                             f"'auto' or None, got {warmup!r}")
-        return int(warmup)
-
-    @contextlib.contextmanager
-    def _stage(self, n, rule):
-        """Evaluate the map on the first ``n`` frozen samples (nested in the full set: the
-        same draws, so a stage's fixed point is a warm start for the next) and with
-        ``rule`` (a reduced link's feature rule, or a noisy link's channel rule); restored
-        on exit."""
-        saved = (self.samples, self.xi, self.eta, self.noise, getattr(self, "feature_rule", None),
-                 self.channel)
-        self.samples, self.xi, self.eta = n, self.xi[:n], self.eta[:n]
-        self.noise = None if self.noise is None else self.noise[:n]
-        if rule is not None and self.features is not None:
-            self.feature_rule = rule
-        elif rule is not None:
-            self.channel = self.channel.configured(self.noise_variance, rule)
-        try:
-            yield
-        finally:
-            self.samples, self.xi, self.eta, self.noise = saved[:4]
-            if saved[4] is not None:
-                self.feature_rule = saved[4]
-            self.channel = saved[5]
-
-    # ------------------------------------------------------------ parametrization
-    def _free_entries(self):
-        P = self.model.P
-        return [(a, b) for a in range(P) for b in range(a, P) if self.mask[a, b]]
-
-    def _to_free(self, Q):
-        return np.array([Q[a, b] for a, b in self._free_entries()])
-
-    def _from_free(self, q):
-        Q = np.zeros((self.model.P, self.model.P))
-        for (a, b), v in zip(self._free_entries(), q):
-            Q[a, b] = Q[b, a] = v
-        return Q
-
-    def _in_domain(self, Q):
-        """``0 <= Q < rho`` (the tolerance of :meth:`_check_Q`)."""
-        return (np.linalg.eigvalsh(Q)[0] >= -1e-12
-                and np.linalg.eigvalsh(self.rho - Q)[0] > 0)
-
-    def _directions(self):
-        """Difference directions for the Jacobian on the free entries: ``E_aa`` for a
-        diagonal entry, ``E_ab + E_ba + E_aa + E_bb`` (positive semidefinite) for an
-        off-diagonal one, so every difference from a PSD ``Q`` -- ``Q = 0`` included,
-        where ``Q + h E_ab`` is indefinite -- stays PSD."""
-        entries = self._free_entries()
-        index = {e: i for i, e in enumerate(entries)}
-        D = np.zeros((len(entries), len(entries)))
-        for j, (a, b) in enumerate(entries):
-            D[j, j] = 1.0
-            if a != b:
-                for c in (a, b):
-                    if (c, c) in index:
-                        D[index[(c, c)], j] = 1.0
-        return D
-
-    def map_jacobian(self, Q, *, step=None):
-        """``dF/dQ`` on the free entries (rows/columns in the order of the upper-triangle
-        entries kept by the structure) by one-sided differences of the frozen-sample map
-        that stay in ``0 <= Q < rho``; ``None`` if impossible.  ``step``: default
-        :attr:`difference_step`."""
-        from ...core.solvers import difference_jacobian
-
-        step = self.difference_step if step is None else step
-        Q = self._check_Q(Q)
-        return difference_jacobian(lambda q: self._to_free(self.step(self._from_free(q))),
-                                   self._to_free(Q), step=step,
-                                   domain=lambda q: self._in_domain(self._from_free(q)),
-                                   directions=self._directions(),
-                                   boundary_fraction=self.boundary_fraction)
-
-    def spectral_radius(self, Q) -> float:
-        """Largest modulus of the eigenvalues of :meth:`map_jacobian` at ``Q`` (step
-        ``max(1e-5, difference_step)``): below 1 where ``Q`` is a stable fixed point; NaN
-        if no difference stays in the domain."""
-        J = self.map_jacobian(Q, step=max(1e-5, self.difference_step))
-        return float(np.max(np.abs(np.linalg.eigvals(J)))) if J is not None else float("nan")
-
-    def _prior_jacobian(self, Qhat):
-        """``dF_prior/dQ_hat`` on the free entries (the directions of :meth:`_directions`):
-        from the prior's derived derivative when it has one
-        (:meth:`~symtheory.glm.factors.priors.GaussianPrior.overlap_map_derivative`), else by
-        differences inside ``Q_hat >= 0`` on relative steps: 1e-6 of the entry, up to
-        1e-3 where ``Q_hat > 1e5``.  Next to perfect recovery ``Q_hat`` reaches 1e11 (skip
-        100), where an absolute 1e-6 rounds away (the Jacobian was lost: Q_stderr NaN);
-        there ``F = 1 - O(1/Q_hat)`` and its change resolves only on a relative step up to
-        1e-3 (at 1.5e11: ~60 ulps of 1, ~2% -- enough for a standard error).  ``None`` if
-        a direction leaves the domain both ways."""
-        from ...core.solvers import difference_jacobian
-
-        qh = self._to_free(Qhat)
-        D = self._directions()
-        if hasattr(self.prior, "overlap_map_derivative"):
-            # the derived derivative: exact where F rounds to rho (no difference at all)
-            cols = np.stack([self._to_free(self.prior.overlap_map_derivative(
-                Qhat, self._from_free(D[:, j]))) for j in range(D.shape[1])], axis=1)
-            return cols @ np.linalg.inv(D)      # as difference_jacobian: J = [dF(d_j)] D^-1
-        big = np.array([max(1.0, float(np.max(np.abs(qh[D[:, j] != 0]))))
-                        for j in range(D.shape[1])])
-        scale = big * np.clip(1e-11 * big, 1e-6, 1e-3) / 1e-6
-        return difference_jacobian(
-            lambda h: self._to_free(self.prior.overlap_map(self._from_free(h))),
-            qh, step=1e-6,
-            domain=lambda h: np.linalg.eigvalsh(self._from_free(h))[0] >= 0,
-            directions=D * scale[None, :])
-
-    def _fixed_point_stderr(self, Q, Qhat_se, J=None):
-        """Standard error of the fixed point: ``(I - dF/dQ)^{-1} dF_prior/dQhat . stderr``
-        (entries of ``Q_hat`` treated as independent); both Jacobians by one-sided
-        differences inside their domains (``Q = 0`` and ``Q_hat = 0`` included).  ``J``:
-        ``dF/dQ`` at ``Q`` if already known (the engine's stability check)."""
-
-        P = self.model.P
-        entries = self._free_entries()
-        k = len(entries)
-        if J is None:
-            J = self.map_jacobian(Q, step=max(1e-5, self.difference_step))
-        G = self._prior_jacobian(self.psd_qhat(Q) + self.lam * np.eye(P))
-        if J is None or G is None:
-            return np.full((P, P), np.nan)
-        s = np.array([Qhat_se[a, b] for a, b in entries])
-        try:
-            sens = np.linalg.solve(np.eye(k) - J, G)
-        except np.linalg.LinAlgError:
-            return np.full((P, P), np.inf)
-        out = np.zeros((P, P))
-        for (a, b), v in zip(entries, (sens ** 2) @ (s ** 2)):
-            out[a, b] = out[b, a] = np.sqrt(v)
-        return out

@@ -25,7 +25,7 @@ import math
 import numpy as np
 import sympy as sp
 
-from ...core.quadrature import TensorRule
+from ...core.quadrature import TensorRule, tanh_sinh_unit
 from ...core.validate import ParameterError
 from ..integrate.reduced_posterior import ReducedPosterior
 from .operator import (
@@ -262,29 +262,17 @@ def _scalar_operator_mp(model, noise_variance, dps):
     return {(0, 0, 0, 0): T}, {(0, 0): first}
 
 
-def _tanh_sinh_unit(level):
-    """Tanh-sinh rule on ``[0, 1]`` as distances to the nearer end (accurate near both
-    ends), a left/right flag and weights (Takahasi-Mori; cf. core.quadrature)."""
-    from ...core.quadrature import T_MAX
-
-    h = 2.0 ** (-level)
-    kmax = int(np.floor(T_MAX / h))
-    t = np.arange(-kmax, kmax + 1) * h
-    u = 0.5 * np.pi * np.sinh(t)
-    e = np.exp(-2.0 * np.abs(u))
-    gap = e / (1.0 + e)
-    w = h * 0.5 * np.pi * np.cosh(t) / (2.0 * np.cosh(u) ** 2)
-    return gap, u < 0, w
-
-
 def _split_nodes(cuts, level):
-    """Nodes and weights of the tanh-sinh rule on every interval between consecutive
-    ``cuts (n, k)`` (rows sorted; zero-length intervals contribute nothing)."""
-    gap, left, w = _tanh_sinh_unit(level)
+    """Nodes and weights of the tanh-sinh rule (:func:`symtheory.core.quadrature.
+    tanh_sinh_unit`) on every interval between consecutive ``cuts (n, k)`` (rows sorted;
+    zero-length intervals contribute nothing); nodes are placed by their distance to the
+    nearer end, accurate near both ends."""
+    side, gap, w = tanh_sinh_unit(level)
     a, b = cuts[:, :-1, None], cuts[:, 1:, None]
     L = b - a
-    x = np.where(left, a + L * gap, b - L * gap)
-    return x.reshape(len(cuts), -1), (L * w).reshape(len(cuts), -1)
+    half_gap = 0.5 * gap                 # distance to the nearer end on [0, 1]
+    x = np.where(side < 0, a + L * half_gap, b - L * half_gap)
+    return x.reshape(len(cuts), -1), (L * (2.0 ** -level * 0.5 * w)).reshape(len(cuts), -1)
 
 
 def _scalar_operator_float(model, noise_variance, level, z_max=12.0):
@@ -423,7 +411,7 @@ def _constant_mixing_operator_mp(model, n, dps):
 def _monte_carlo_operator(model, noise_variance, samples, seed, rule, batches=20):
     """Eq. (15) by Monte Carlo over ``Z ~ N(0, I)`` (+ output noise) through the model's
     channel.  Returns per-batch tensors (heavy tails: the error bar is the spread of
-    batch means, smi.md 11.8)."""
+    batch means, heavy tails)."""
     P, M = model.P, model.M
     rng = np.random.default_rng(seed)
     ch = model.channel(noise_variance if noise_variance else None, rule)
@@ -434,7 +422,8 @@ def _monte_carlo_operator(model, noise_variance, samples, seed, rule, batches=20
         y = model.g(Z).reshape(per_batch, -1)
         if noise_variance:
             y = y + math.sqrt(noise_variance) * rng.standard_normal(y.shape)
-        _, mean, cov = ch.moments(y, np.zeros((per_batch, P, M)), np.eye(P))
+        moments = ch.moments(y, np.zeros((per_batch, P, M)), np.eye(P))
+        mean, cov = moments.mean, moments.cov
         bad = ~(np.all(np.isfinite(cov.reshape(per_batch, -1)), axis=1))
         if bad.any():
             raise FloatingPointError(f"posterior moments not finite on {bad.sum()} samples "

@@ -1,23 +1,24 @@
-"""Grand-staircase thresholds of any depth from the state evolution itself (smi.md 8.4,
+"""Grand-staircase thresholds of any depth from the state evolution itself (Eqs. (17)-(18) of
+arXiv:2502.00901,
 Eqs. 17-18; TDDZLK24).
 
-For an even model (smi.md 2.2) the rows not learned yet are an invariant subspace:
-``Q_UU = 0`` stays 0.  Stage ``k`` has learned the rows ``S_k`` (``S_0`` empty); its fixed
-point ``Q*(alpha)`` is the SE fixed point with the rows ``U_k`` (all others) pinned at 0
-(:class:`~symtheory.glm.se.state_evolution.StateEvolution` ``pinned_rows``), and the next subspace
-becomes learnable where that point turns unstable along ``U_k``:
+For an even model (even models, arXiv:2502.00901) the rows not learned yet are an invariant
+subspace: ``Q_UU = 0`` stays 0.  Stage ``k`` has learned the rows ``S_k`` (``S_0`` empty);
+its fixed point ``Q*(alpha)`` is the SE fixed point with the rows ``U_k`` (all others)
+pinned at 0 (:class:`~symtheory.glm.se.state_evolution.StateEvolution` ``pinned_rows``), and
+the next subspace becomes learnable where that point turns unstable along ``U_k``:
 
     G_k(alpha) = alpha lambda_max( F'_prior(0) o F_{Q*(alpha)} restricted to Sym(U_k) ) - 1 = 0,
     F_{Q*}(Gamma)_ab = E[ sum_mn J_am,cn Gamma_cd J_bm,dn ],  J = dg_out/domega at Q*   (Eq. 15/17)
 
-(``Q_hat_UU = 0`` at ``Q*``, so the prior map's Jacobian on the ``U`` block is its value
-at 0).  ``G_0`` is linear in alpha (``Q* = 0``): ``alpha_1 = 1/lambda_max`` is the weak
-recovery threshold (smi.md 8.2).  Later stages are solved in the learned overlaps, not
-in alpha (the channel does not depend on alpha; smi.md 6.1 item 6 for one overlap):
-``Q_S`` is the stage's fixed point at its threshold iff
-``F_prior^{-1}(Q_S) = Q_hat(Q; alpha = 1)_S / lambda_U(Q)``, and then
-``alpha_c = 1/lambda_U(Q)`` -- one map evaluation per trial point, no SE solve inside.
-The rows carrying the top eigenvector at the root are learned next.
+(``Q_hat_UU = 0`` at ``Q*``, so the prior map's Jacobian on the ``U`` block is its value at
+0).  ``G_0`` is linear in alpha (``Q* = 0``): ``alpha_1 = 1/lambda_max`` is the weak
+recovery threshold (Eq. (16) of arXiv:2502.00901).  Later stages are solved in the learned
+overlaps, not in alpha (the channel does not depend on alpha; Eqs. (13)-(14) solved for
+alpha, for one overlap): ``Q_S`` is the stage's fixed point at its threshold iff
+``F_prior^{-1}(Q_S) = Q_hat(Q; alpha = 1)_S / lambda_U(Q)``, and then ``alpha_c =
+1/lambda_U(Q)`` -- one map evaluation per trial point, no SE solve inside. The rows carrying
+the top eigenvector at the root are learned next.
 
 Error bar of each threshold (first order in the Monte-Carlo error, conservative): the
 standard errors of ``lambda`` (per-sample spread of ``v^T A_s v``, which contains the
@@ -46,7 +47,7 @@ import numpy as np
 
 from ...core.solvers import find_root
 from ...core.validate import ParameterError
-from ..factors.priors import GaussianPrior
+from ..factors.gaussian_prior import GaussianPrior
 from ..se.state_evolution import StateEvolution
 from .operator import (
     ThresholdResult,
@@ -92,12 +93,12 @@ def subspace_instability(se: StateEvolution, Q, rows):
     ``se`` (which must hold those rows at 0)."""
     rows = list(rows)
     P = se.model.P
-    _, dg = se.gout(Q)
+    _, dg = se.gout_at(Q)
     J = dg[:, rows][:, :, :, rows].copy()
     # rows of different groups: flipping one pinned group alone (omega = 0 there, V block
-    # diagonal) leaves the posterior invariant, so their cross-covariance vanishes sample
-    # by sample (smi.md 8.3); a randomized rule leaves noise there, which would mix the
-    # groups' eigenvectors -- set it to its exact value
+    # diagonal) leaves the posterior invariant, so their cross-covariance vanishes sample by
+    # sample (the block structure of even models); a randomized rule leaves noise there,
+    # which would mix the groups' eigenvectors -- set it to its exact value
     group = {a: g for g in se.model.row_groups for a in g}
     for i, a in enumerate(rows):
         for j, b in enumerate(rows):
@@ -156,20 +157,8 @@ def grand_staircase(model, *, samples=2048, seed=0, rule=None, prior=None,
     ``log``: a callable receiving one line per evaluation (progress on long runs).
     Returns the list of :class:`StaircaseStep`."""
     t_start = time.perf_counter()
-    if not model.is_even:
-        raise ParameterError("the grand staircase needs a model even in every row group "
-                             "(smi.md 2.2): the unlearned rows must be an invariant subspace")
+    _check_options(model, q_grid, xtol, check_delta, resid_tol, checks, alpha_continuation)
     q_grid = tuple(float(q) for q in q_grid)
-    if not q_grid or any(not 0 < q < 1 for q in q_grid) or list(q_grid) != sorted(set(q_grid)):
-        raise ParameterError(f"q_grid must be increasing values in (0, 1), got {q_grid}")
-    for name, v in (("xtol", xtol), ("check_delta", check_delta), ("resid_tol", resid_tol)):
-        if not (np.isfinite(v) and 0 < v < 1):
-            raise ParameterError(f"{name} must be in (0, 1), got {v}")
-    if int(checks) < 1:
-        raise ParameterError(f"checks must be >= 1, got {checks}")
-    if alpha_continuation not in ("auto", "always", "never"):
-        raise ParameterError(f"alpha_continuation must be 'auto', 'always' or 'never', got "
-                             f"{alpha_continuation!r}")
     prior = prior or GaussianPrior()
     say = log or (lambda line: None)
     P = model.P
@@ -186,94 +175,28 @@ def grand_staircase(model, *, samples=2048, seed=0, rule=None, prior=None,
 
     while len(learned) < P:
         U = [a for a in range(P) if a not in learned]
-        se = make(U)
-        entries = se._free_entries()
-        cache = {}
-
-        def evaluate(x, U=U, se=se):
-            x = np.asarray(x, dtype=float).reshape(-1)
-            key = x.tobytes()
-            if key not in cache:
-                t0 = time.perf_counter()
-                Q = se._from_free(x)
-                lam, lam_se, G = subspace_instability(se, Q, U)
-                qhat1, qhat1_se, _ = se.qhat(Q, alpha=1.0)
-                resid = _stage_residual(se, prior, Q, qhat1, lam) if entries else np.zeros(0)
-                cache[key] = {"Q": Q, "lam": lam, "lam_se": lam_se, "vector": G,
-                              "alpha": 1.0 / lam, "resid": resid, "qhat1": qhat1,
-                              "qhat1_se": qhat1_se}
-                say(f"  stage {len(steps) + 1}: Q diag {np.round(np.diag(Q), 5)}  lambda "
-                    f"{lam:.5g} +- {lam_se:.2g}  alpha {1 / lam:.5g}  residual "
-                    f"{np.round(resid, 5)}  ({time.perf_counter() - t0:.0f} s)")
-            return cache[key]
-
-        x_prev = se._to_free(Q_prev)
-        if not entries:
-            at = evaluate(x_prev)
-            how = "Q* = 0: alpha = 1/lambda"
-        else:
-            new = [i for i, (a, b) in enumerate(entries) if a == b and Q_prev[a, a] == 0]
-            if len(new) != 1:
-                raise ParameterError(f"stage {len(steps) + 1} starts {len(new)} new diagonal "
-                                     "overlaps; the grand staircase handles one at a time")
-            i_new = new[0]
-
-            def along(q):
-                x = x_prev.copy()
-                x[i_new] = q
-                return x
-
-            lo = hi = None
-            for q in q_grid:
-                ev = evaluate(along(q))
-                if ev["resid"][i_new] < 0:
-                    lo = q
-                else:
-                    hi = q
-                    break
-            if lo is None or hi is None:
-                raise ParameterError(
-                    f"stage {len(steps) + 1}: no sign change of the fixed-point residual along "
-                    f"the new overlap on q_grid {q_grid}")
-            root = find_root(lambda q: evaluate(along(q))["resid"][i_new], lo, hi,
-                             xtol=xtol, rtol=1e-12, name=f"grand staircase stage {len(steps) + 1}")
-            x = along(float(root.value))
-            how = f"Brent in the new overlap on [{lo:g}, {hi:g}]"
-            if len(entries) > 1:
-                from scipy.optimize import root as mroot
-
-                sol = mroot(lambda v: evaluate(np.clip(v, 0.0, 1 - 1e-12))["resid"], x,
-                            method="hybr", options={"xtol": xtol})
-                x = np.clip(sol.x, 0.0, 1 - 1e-12)
-                worst = float(np.max(np.abs(evaluate(x)["resid"])))
-                # a randomized rule's map is smooth only up to its noise: hybrid Powell may
-                # stall there; its point is kept when the residual is below resid_tol
-                if not (sol.success or worst <= resid_tol):
-                    raise ParameterError(f"stage {len(steps) + 1}: hybrid Powell stopped with "
-                                         f"residual {worst:.2g} > resid_tol: {sol.message}")
-                how += f", then hybrid Powell in all {len(entries)} learned overlaps " \
-                       f"({sol.nfev} evaluations)"
-            at = evaluate(x)
+        stage = _Stage(make(U), U, prior, len(steps) + 1, say)
+        at, how = stage.root(Q_prev, q_grid, xtol, resid_tol)
         alpha_c = at["alpha"]
         # stability of Q* in the stage's SE at alpha_c, and the error bar
         se_at = make(U)
         se_at.alpha = alpha_c
         radius, via_q = 0.0, 0.0
         sens = 1.0
-        if entries:
+        if stage.entries:
             radius = se_at.spectral_radius(at["Q"])
-            sens, via_q = _root_sensitivity(evaluate, se, prior, at)
+            sens, via_q = _root_sensitivity(stage.evaluate, stage.se, prior, at)
         # first order: alpha_c = 1/lambda(x*(...)); lambda's own error moves alpha directly
         # and through the root x*, Q_hat's error only through x* (added linearly:
         # std(X + Y) <= std X + std Y whatever their correlation)
         lam_err = abs(sens) * at["lam_se"] + via_q
         err = alpha_c * lam_err / at["lam"]
         extra = {}
-        if entries and (alpha_continuation == "always"
-                        or alpha_continuation == "auto" and not radius < 1):
+        if stage.entries and (alpha_continuation == "always"
+                              or alpha_continuation == "auto" and not radius < 1):
             # the overlap-space root is a fixed point the SE does not reach (e.g. the
             # unstable branch of a fold); follow the stable branch in alpha instead
-            say(f"stage {len(steps) + 1}: Q* at alpha {alpha_c:.5g} has spectral radius "
+            say(f"stage {stage.number}: Q* at alpha {alpha_c:.5g} has spectral radius "
                 f"{radius:.3g}; following the SE's stable branch in alpha")
             radius_root, alpha_root = radius, alpha_c
             cont = _alpha_continuation(make, U, Q_prev, steps[-1].threshold.alpha, alpha_c,
@@ -291,38 +214,141 @@ def grand_staircase(model, *, samples=2048, seed=0, rule=None, prior=None,
         # verdict counts its own noise (_order_check)
         check = _order_check(make, at["Q"], vec, alpha_c, learned, nxt, checks, prior,
                              lam_rel=at["lam_se"] / at["lam"], check_delta=check_delta)
-        growth = check["growth"]
-        ordered = check["verdict"] != "contradicted"
-        stable = not entries or radius < 1
-        msg = (f"rows {tuple(learned)} learned (Q* diag {np.round(np.diag(at['Q']), 5)}); rows "
-               f"{nxt} become unstable at alpha = {alpha_c:.6g} +- {err:.2g} (lambda "
-               f"{at['lam']:.5g} +- {at['lam_se']:.2g} at fixed Q*; lambda at the root +- "
-               f"{lam_err:.2g} with the root's own shift); {how}; spectral radius of the "
-               f"stage's SE Jacobian {radius:.3g}; "
-               "SE check: overlap of the next rows multiplied by " + ", ".join(
-                   f"{v:.3g} at alpha {k:.5g}" for k, v in growth.items())
-               + f" over {checks} iterations (square-estimator slope {check['slope']:.4g} +- "
-               f"{check['slope_se']:.2g} at alpha = 1, i.e. threshold "
-               f"{check['check_alpha']:.4g}): {check['verdict']}")
-        if check["verdict"] == "contradicted":
-            msg += "; WARNING: the SE check contradicts the threshold beyond its noise"
-        if not stable:
-            msg += "; WARNING: Q* is not a stable fixed point of the stage's SE"
+        stable = not stage.entries or radius < 1
+        msg = _stage_message(learned, nxt, at, alpha_c, err, lam_err, how, radius, check,
+                             checks, stable)
         res = ThresholdResult(
-            "weak" if not learned else "staircase", alpha_c, float(err),
-            f"grand staircase on the SE ({samples} frozen samples, "
-            + (se.feature_rule.describe() if se.features is not None else "channel rule") + ")",
-            vec, at["lam"], bool(ordered and stable), msg,
+            kind="weak" if not learned else "staircase", value=alpha_c, error=float(err),
+            error_kind="stderr",
+            method=f"grand staircase on the SE ({samples} frozen samples, "
+            + (stage.se.feature_rule.describe() if stage.se.features is not None
+               else "channel rule") + ")",
+            subspace=vec, eigenvalue=at["lam"],
+            converged=bool(check["verdict"] != "contradicted" and stable), message=msg,
             seconds=time.perf_counter() - t_start,
             details={"Q_star": at["Q"].tolist(), "lambda_stderr": at["lam_se"],
                      "lambda_error_at_root": lam_err,
-                     "spectral_radius": radius, "evaluations": len(cache),
+                     "spectral_radius": radius, "evaluations": len(stage.cache),
                      "check": {k: v for k, v in check.items() if k != "growth"}, **extra})
-        steps.append(StaircaseStep(res, tuple(learned), nxt, at["Q"], growth))
+        steps.append(StaircaseStep(res, tuple(learned), nxt, at["Q"], check["growth"]))
         say(msg)
         learned += list(nxt)
         Q_prev = at["Q"].copy()
     return steps
+
+
+def _check_options(model, q_grid, xtol, check_delta, resid_tol, checks, alpha_continuation):
+    if not model.is_even:
+        raise ParameterError("the grand staircase needs a model even in every row group: "
+                             "the unlearned rows must be an invariant subspace of the SE")
+    q_grid = tuple(float(q) for q in q_grid)
+    if not q_grid or any(not 0 < q < 1 for q in q_grid) or list(q_grid) != sorted(set(q_grid)):
+        raise ParameterError(f"q_grid must be increasing values in (0, 1), got {q_grid}")
+    for name, v in (("xtol", xtol), ("check_delta", check_delta), ("resid_tol", resid_tol)):
+        if not (np.isfinite(v) and 0 < v < 1):
+            raise ParameterError(f"{name} must be in (0, 1), got {v}")
+    if int(checks) < 1:
+        raise ParameterError(f"checks must be >= 1, got {checks}")
+    if alpha_continuation not in ("auto", "always", "never"):
+        raise ParameterError(f"alpha_continuation must be 'auto', 'always' or 'never', got "
+                             f"{alpha_continuation!r}")
+
+
+class _Stage:
+    """One stage of the grand staircase: the SE with the unlearned rows ``U`` pinned at 0
+    and its map at ``alpha = 1`` in the learned overlaps, each point evaluated once."""
+
+    def __init__(self, se, U, prior, number, say):
+        self.se, self.U, self.prior, self.number, self.say = se, U, prior, number, say
+        self.entries = se._free_entries()
+        self.cache = {}
+
+    def evaluate(self, x):
+        x = np.asarray(x, dtype=float).reshape(-1)
+        key = x.tobytes()
+        if key not in self.cache:
+            t0 = time.perf_counter()
+            se = self.se
+            Q = se._from_free(x)
+            lam, lam_se, G = subspace_instability(se, Q, self.U)
+            qhat1, qhat1_se, _ = se.qhat(Q, alpha=1.0)
+            resid = (_stage_residual(se, self.prior, Q, qhat1, lam) if self.entries
+                     else np.zeros(0))
+            self.cache[key] = {"Q": Q, "lam": lam, "lam_se": lam_se, "vector": G,
+                               "alpha": 1.0 / lam, "resid": resid, "qhat1": qhat1,
+                               "qhat1_se": qhat1_se}
+            self.say(f"  stage {self.number}: Q diag {np.round(np.diag(Q), 5)}  lambda "
+                     f"{lam:.5g} +- {lam_se:.2g}  alpha {1 / lam:.5g}  residual "
+                     f"{np.round(resid, 5)}  ({time.perf_counter() - t0:.0f} s)")
+        return self.cache[key]
+
+    def root(self, Q_prev, q_grid, xtol, resid_tol):
+        """The stage's point (an evaluation) and how it was found: ``Q* = 0`` for the
+        first stage, else Brent along the new overlap bracketed on ``q_grid``, then hybrid
+        Powell in all learned overlaps."""
+        x_prev = self.se._to_free(Q_prev)
+        if not self.entries:
+            return self.evaluate(x_prev), "Q* = 0: alpha = 1/lambda"
+        new = [i for i, (a, b) in enumerate(self.entries) if a == b and Q_prev[a, a] == 0]
+        if len(new) != 1:
+            raise ParameterError(f"stage {self.number} starts {len(new)} new diagonal "
+                                 "overlaps; the grand staircase handles one at a time")
+        i_new = new[0]
+
+        def along(q):
+            x = x_prev.copy()
+            x[i_new] = q
+            return x
+
+        lo = hi = None
+        for q in q_grid:
+            if self.evaluate(along(q))["resid"][i_new] < 0:
+                lo = q
+            else:
+                hi = q
+                break
+        if lo is None or hi is None:
+            raise ParameterError(
+                f"stage {self.number}: no sign change of the fixed-point residual along "
+                f"the new overlap on q_grid {q_grid}")
+        root = find_root(lambda q: self.evaluate(along(q))["resid"][i_new], lo, hi,
+                         xtol=xtol, rtol=1e-12, name=f"grand staircase stage {self.number}")
+        x = along(float(root.value))
+        how = f"Brent in the new overlap on [{lo:g}, {hi:g}]"
+        if len(self.entries) > 1:
+            from scipy.optimize import root as mroot
+
+            sol = mroot(lambda v: self.evaluate(np.clip(v, 0.0, 1 - 1e-12))["resid"], x,
+                        method="hybr", options={"xtol": xtol})
+            x = np.clip(sol.x, 0.0, 1 - 1e-12)
+            worst = float(np.max(np.abs(self.evaluate(x)["resid"])))
+            # a randomized rule's map is smooth only up to its noise: hybrid Powell may
+            # stall there; its point is kept when the residual is below resid_tol
+            if not (sol.success or worst <= resid_tol):
+                raise ParameterError(f"stage {self.number}: hybrid Powell stopped with "
+                                     f"residual {worst:.2g} > resid_tol: {sol.message}")
+            how += f", then hybrid Powell in all {len(self.entries)} learned overlaps " \
+                   f"({sol.nfev} evaluations)"
+        return self.evaluate(x), how
+
+
+def _stage_message(learned, nxt, at, alpha_c, err, lam_err, how, radius, check, checks,
+                   stable):
+    msg = (f"rows {tuple(learned)} learned (Q* diag {np.round(np.diag(at['Q']), 5)}); rows "
+           f"{nxt} become unstable at alpha = {alpha_c:.6g} +- {err:.2g} (lambda "
+           f"{at['lam']:.5g} +- {at['lam_se']:.2g} at fixed Q*; lambda at the root +- "
+           f"{lam_err:.2g} with the root's own shift); {how}; spectral radius of the "
+           f"stage's SE Jacobian {radius:.3g}; "
+           "SE check: overlap of the next rows multiplied by " + ", ".join(
+               f"{v:.3g} at alpha {k:.5g}" for k, v in check["growth"].items())
+           + f" over {checks} iterations (square-estimator slope {check['slope']:.4g} +- "
+           f"{check['slope_se']:.2g} at alpha = 1, i.e. threshold "
+           f"{check['check_alpha']:.4g}): {check['verdict']}")
+    if check["verdict"] == "contradicted":
+        msg += "; WARNING: the SE check contradicts the threshold beyond its noise"
+    if not stable:
+        msg += "; WARNING: Q* is not a stable fixed point of the stage's SE"
+    return msg
 
 
 def _alpha_continuation(make, U, Q_prev, alpha_prev, alpha_guess, say, *,
@@ -515,7 +541,7 @@ def _order_check(make, Q_star, vec, alpha_c, learned, nxt, checks, prior, *, lam
     Q = Q_star.copy()
     Q[idx] += start * vec[idx] / np.trace(vec[idx])
     per = [np.einsum("sam,sam->s", g[:, nx], g[:, nx]) for g in
-           (se.gout(Q)[0], se.gout(zeroed(Q))[0])]
+           (se.gout_at(Q)[0], se.gout_at(zeroed(Q))[0])]
     d = (per[0] - per[1]) / start
     slope, slope_se = float(d.mean()), float(se.sample_mean_stderr(d)[1])
     r = slope_se / abs(slope) if slope else math.inf

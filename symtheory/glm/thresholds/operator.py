@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...core.result import Result, alias
 from ...core.validate import ParameterError
 from ..integrate.reduced_posterior import ReducedPosterior
 
@@ -24,7 +25,8 @@ from ..integrate.reduced_posterior import ReducedPosterior
 # ---------------------------------------------------------------------- linear algebra
 def sym_basis(P: int):
     """Orthonormal basis of symmetric ``P x P`` matrices (Frobenius): ``E_aa`` and
-    ``(E_ab + E_ba)/sqrt(2)``, a < b (smi.md 8.2).  Returns ``(labels, matrices)``."""
+    ``(E_ab + E_ba)/sqrt(2)``, a < b (Eq. (16) of arXiv:2502.00901).  Returns ``(labels,
+    matrices)``."""
     labels, mats = [], []
     for a in range(P):
         for b in range(a, P):
@@ -48,11 +50,11 @@ def operator_matrix(T: np.ndarray) -> np.ndarray:
 def prior_jacobian(prior, P: int) -> np.ndarray:
     """Jacobian of the prior map ``Q = F_prior(Q_hat)`` at ``Q_hat = 0`` on :func:`sym_basis`.
 
-    smi.md 8.1: ``Q^{t+1} ~ rho (dF/dqhat(0)) Q_hat rho`` -- for a rotation-invariant
-    prior the matrix function of its scalar overlap map has derivative ``F'(0) Gamma``
-    at 0 (Daleckii-Krein: all divided differences at the eigenvalue 0 equal ``F'(0)``).
-    ``F'(0)`` is the derived derivative of the prior's scalar map (1 for N(0, 1), i.e.
-    ``d/dQ_hat [Q_hat (I + Q_hat)^{-1}] = I`` at 0)."""
+    Eq. (15) of arXiv:2502.00901: ``Q^{t+1} ~ rho (dF/dqhat(0)) Q_hat rho`` -- for a
+    rotation-invariant prior the matrix function of its scalar overlap map has derivative
+    ``F'(0) Gamma`` at 0 (Daleckii-Krein: all divided differences at the eigenvalue 0 equal
+    ``F'(0)``). ``F'(0)`` is the derived derivative of the prior's scalar map (1 for N(0,
+    1), i.e. ``d/dQ_hat [Q_hat (I + Q_hat)^{-1}] = I`` at 0)."""
     slope = float(prior._kernel.vec(np.zeros(1))[0, 1])
     rho = prior.rho(P)
     _, B = sym_basis(P)
@@ -68,7 +70,7 @@ def top_eigen(A: np.ndarray, P: int):
     """Largest eigenvalue of the operator matrix ``A`` and a PSD eigenvector.
 
     Power iteration with a shift from ``I`` keeps the iterate in the PSD cone (``F``
-    maps the cone into itself, smi.md 8.2); with a degenerate top eigenvalue it
+    maps the cone into itself, Eq. (16) of arXiv:2502.00901); with a degenerate top eigenvalue it
     converges to the projection of ``I`` on the top eigenspace."""
     A = 0.5 * (A + A.T)
     lam, vecs = np.linalg.eigh(A)
@@ -94,26 +96,25 @@ def top_eigen(A: np.ndarray, P: int):
 
 # ---------------------------------------------------------------------- result types
 @dataclass
-class ThresholdResult:
+class ThresholdResult(Result):
     """A threshold with its error estimate and how it was computed.
 
-    ``alpha`` (``0`` for a trivial subspace, ``inf`` if nothing is learnable),
-    ``error`` (estimated absolute error of ``alpha``), ``method``, ``subspace`` (PSD
-    ``P x P`` matrix spanning the learnable directions, unit Frobenius norm),
-    ``eigenvalue`` (``lambda_max`` of prior Jacobian o F), ``converged``, ``message``,
-    ``digits_confirmed`` (precision runs), ``details`` (resolutions, operator, ...)."""
+    ``value`` (also ``alpha``: ``0`` for a trivial subspace, ``inf`` if nothing is
+    learnable), ``error`` (estimated absolute error of ``alpha``), ``method``, ``kind``
+    (``weak``, ``staircase``), ``subspace`` (PSD ``P x P`` matrix spanning the learnable
+    directions, unit Frobenius norm), ``eigenvalue`` (``lambda_max`` of prior Jacobian o
+    F), ``converged``, ``message``, ``digits_confirmed`` (precision runs), ``details``
+    (resolutions, operator, ...)."""
 
-    kind: str
-    alpha: object
-    error: float
-    method: str
-    subspace: np.ndarray
-    eigenvalue: object
-    converged: bool
-    message: str
+    kind: str = ""
+    subspace: np.ndarray | None = None
+    eigenvalue: object = None
     digits_confirmed: float | None = None
     seconds: float = 0.0
     details: dict = field(default_factory=dict)
+    error_kind: str = field(default="estimate", kw_only=True)
+
+    alpha = alias("value", "The threshold.")
 
     def row(self):
         return {"kind": self.kind, "alpha": float(self.alpha), "error": float(self.error),
@@ -139,7 +140,7 @@ class LinearizedOperator:
 def _operator_from_nodes(w, post, P, M):
     """Tensor ``T`` (Eq. 15), first-moment statistic ``E_y sum_m E[z_m|y] E[z_m|y]^T`` and
     the largest cross-group entry of ``J`` from weighted posterior moments at ``V = I``:
-    ``J = Cov(Z|y) - I`` (smi.md 3 at omega = 0, V = I)."""
+    ``J = Cov(Z|y) - I`` (Eq. (12) of arXiv:2502.00901 at omega = 0, V = I)."""
     _, mean, cov = post[:3]
     keep = w > 0
     mean, cov, w = mean[keep], cov[keep], w[keep]

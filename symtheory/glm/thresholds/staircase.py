@@ -13,7 +13,7 @@ import numpy as np
 from ...core.quadrature import TensorRule
 from ...core.solvers import find_root
 from ...core.validate import ParameterError
-from ..factors.priors import GaussianPrior
+from ..factors.gaussian_prior import GaussianPrior
 from ..integrate.reduced_posterior import ReducedPosterior
 from .operator import (
     ThresholdResult,
@@ -28,11 +28,13 @@ from .weak_recovery import weak_recovery
 
 # ---------------------------------------------------------------------- staircase
 class StaircaseMap:
-    """The two ingredients of the staircase (smi.md 8.4, Eqs. 17-18) at ``Q = q e_s e_s^T``
+    """The two ingredients of the staircase (Eqs. (17)-(18) of arXiv:2502.00901) at ``Q = q e_s
+    e_s^T``
     (row ``s`` learned, the others not), on frozen samples:
 
     * ``alpha(q)``: the sample ratio at which ``q`` is a fixed point of the one-parameter
-      reduced SE, ``alpha(q) = [F_prior^{-1}(Q)]_ss / E[sum_m g_sm^2]`` (smi.md 6.1 item 6);
+      reduced SE, ``alpha(q) = [F_prior^{-1}(Q)]_ss / E[sum_m g_sm^2]`` (Eqs. (13)-(14)
+      solved for alpha);
     * the operator at that fixed point restricted to the other rows ``U``:
       ``F_Q(Gamma)_{ab} = E sum J*_{am,cn} Gamma_cd J*_{bm,dn}``, ``J* = dg_out/domega``
       at ``(y, omega*, rho - Q)``, ``omega* = Q^{1/2} xi`` (Eq. 17), composed with the
@@ -46,28 +48,26 @@ class StaircaseMap:
     sequences (randomized quasi-Monte Carlo, ``scipy.stats.qmc``) -- the spread of the
     batch means is an honest error bar even for the heavy-tailed per-sample values.
 
-    Posterior moments (the free rows ``u`` integrated, smi.md 9): when row ``s`` is nearly
-    known (``v = 1 - q -> 0``) the integrand over ``u`` concentrates on the discrete
-    preimages of ``u -> T(u)^{-1} E`` with widths ``~ sqrt(v)`` (smi.md 10.2), and the
-    30-node Gauss-Hermite rule over the prior of ``u`` is off by ~10% in ``E||g_s||^2``
-    at ``q = 0.995``.  The default rule follows that width: the trapezoid rule on
-    ``|u| <= width`` with spacing ``sqrt(v) / nodes_per_sd``, i.e.
-    ``n = max(41, ceil(2 width nodes_per_sd / sqrt(v)))`` (odd) nodes per axis; the
-    trapezoid error of a Gaussian peak of standard deviation ``s`` at spacing ``h`` is
-    ``~ exp(-2 pi^2 s^2 / h^2)``.  Measured per sample against a brute-force 601^2 grid
-    on ``[-7, 7]^2`` (agreeing with 301^2 to 2e-8), 16 samples, c = 1, largest relative
-    error of ``K_11`` / ``||g_2||^2``: spacing ``1.86 sqrt(v)`` (n = 41 at q = 0.95,
-    99 at 0.995): 2e-3 / 4e-3 at 0.95, 3e-3 / 2e-2 at 0.995; spacing
-    ``sqrt(v) / 1.5`` (the default; n = 89, 161, 277): <= 6e-7 at q = 0.95, 0.985,
-    0.995.  Gauss-Hermite 30^2 over the prior: 6e-2 / 0.14 (q = 0.95), 0.23 / 5.7
-    (0.985), 0.23 / 330 (0.995).
-    ``max_peaks > 0`` selects the peak-following mixture of :mod:`symtheory.glm.integrate.posterior_rules` with
-    this trapezoid rule on each component instead (around Newton-located maxima, power-2
-    shares, prior weight 0.01; at q = 0.95 / 0.985 / 0.995, learned row 1,
-    4096 samples: alpha(q) and lambda_max within 1.6e-7 relative of the default rule, where
-    the balance-heuristic shares with prior weight 0.1 it had until 2026-11-27 were 0.3-0.9%
-    off; kept as an option).
-    """
+    Posterior moments (the free rows ``u`` integrated, App. E.1 of arXiv:2502.00901): when
+    row ``s`` is nearly known (``v = 1 - q -> 0``) the integrand over ``u`` concentrates on
+    the discrete preimages of ``u -> T(u)^{-1} E`` with widths ``~ sqrt(v)`` (prefer nodes
+    that follow them), and the 30-node Gauss-Hermite rule over the prior of ``u`` is off by
+    ~10% in ``E||g_s||^2`` at ``q = 0.995``.  The default rule follows that width: the
+    trapezoid rule on ``|u| <= width`` with spacing ``sqrt(v) / nodes_per_sd``, i.e. ``n =
+    max(41, ceil(2 width nodes_per_sd / sqrt(v)))`` (odd) nodes per axis; the trapezoid
+    error of a Gaussian peak of standard deviation ``s`` at spacing ``h`` is ``~ exp(-2 pi^2
+    s^2 / h^2)``.  Measured per sample against a brute-force 601^2 grid on ``[-7, 7]^2``
+    (agreeing with 301^2 to 2e-8), 16 samples, c = 1, largest relative error of ``K_11`` /
+    ``||g_2||^2``: spacing ``1.86 sqrt(v)`` (n = 41 at q = 0.95, 99 at 0.995): 2e-3 / 4e-3
+    at 0.95, 3e-3 / 2e-2 at 0.995; spacing ``sqrt(v) / 1.5`` (the default; n = 89, 161,
+    277): <= 6e-7 at q = 0.95, 0.985, 0.995.  Gauss-Hermite 30^2 over the prior: 6e-2 / 0.14
+    (q = 0.95), 0.23 / 5.7 (0.985), 0.23 / 330 (0.995). ``max_peaks > 0`` selects the
+    peak-following mixture of :mod:`symtheory.glm.integrate.posterior_rules` with this
+    trapezoid rule on each component instead (around Newton-located maxima, power-2 shares,
+    prior weight 0.01; at q = 0.95 / 0.985 / 0.995, learned row 1, 4096 samples: alpha(q)
+    and lambda_max within 1.6e-7 relative of the default rule, where the balance-heuristic
+    shares with prior weight 0.1 it had until 2026-11-27 were 0.3-0.9% off; kept as an
+    option)."""
 
     def __init__(self, model, learned_row, *, samples=4096, batches=8, seed=0, rule=None,
                  max_peaks=0, prior=None, nodes_per_sd=1.5, width=6.5):
@@ -163,8 +163,9 @@ class StaircaseMap:
         J = np.einsum("ac,scmdn,db->sambn", Vinv, C, Vinv) \
             - np.einsum("ab,mn->ambn", Vinv, np.eye(M))[None]
         sq = np.sum(g[:, self.s] ** 2, axis=1)
-        # Nishimori twin of E[sum_m g_sm^2] (smi.md 3): same mean, bounded above by M/v,
-        # 2.8x smaller relative spread than the square at q = 0.97 (c = 1)
+        # Nishimori twin of E[sum_m g_sm^2] (Eq. (12) of arXiv:2502.00901): same mean,
+        # bounded above by M/v, 2.8x smaller relative spread than the square at q = 0.97 (c
+        # = 1)
         twin = -np.einsum("smm->s", J[:, self.s, :, self.s, :])
         U = self.U
         JU = J[:, U][:, :, :, U]
@@ -202,7 +203,7 @@ def staircase(model, *, learned_row=None, samples=4096, batches=8, seed=0, rule=
               max_peaks=0, prior=None, q_grid=(0.5, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995,
                                                0.998),
               xtol=1e-3, nodes_per_sd=1.0):
-    """Grand-staircase threshold (smi.md 8.4, Eqs. 17-18) of the rows not learned first.
+    """Grand-staircase threshold (Eqs. (17)-(18) of arXiv:2502.00901) of the rows not learned first.
 
     ``learned_row``: the row learned at the weak-recovery threshold (default: from
     :func:`weak_recovery`, the row carrying its PSD eigenvector; needs an even model
@@ -222,17 +223,9 @@ def staircase(model, *, learned_row=None, samples=4096, batches=8, seed=0, rule=
     measured by the coarsened rule as part of the error bar, stays far below the
     statistical error that sets the cost (1.5e-6 vs 1.2e-2 at c = 1 with 1024 samples)."""
     t0 = time.perf_counter()
-    if model.reduction is None:
-        raise ParameterError("the staircase needs a noiseless link with a DeterministicReduction")
-    if not model.is_even:
-        raise ParameterError("the staircase needs an even model (block structure of smi.md 8.3)")
+    _check_model(model)
     if learned_row is None:
-        wr = weak_recovery(model, outer_nodes=32, rule=TensorRule("gauss-hermite", 24))
-        lam_G, vec = np.linalg.eigh(wr.subspace)
-        rows = [a for a in range(model.P) if abs(vec[a, -1]) > 1e-6]
-        if len(rows) != 1 or np.sum(lam_G > 1e-8) != 1:
-            raise ParameterError("the first learnable subspace is not a single row; give learned_row")
-        learned_row = rows[0]
+        learned_row = _first_learned_row(model)
     smap = StaircaseMap(model, learned_row, samples=samples, batches=batches, seed=seed,
                         rule=rule, max_peaks=max_peaks, prior=prior, nodes_per_sd=nodes_per_sd)
     scan = []
@@ -312,8 +305,28 @@ def staircase(model, *, learned_row=None, samples=4096, batches=8, seed=0, rule=
                "K_next": at["lam"], "alpha_at_q": at["alpha"]}
     G_full = np.zeros((model.P, model.P))
     G_full[np.ix_(smap.U, smap.U)] = at["subspace"]
-    return ThresholdResult("staircase", alpha_c, err,
-                           f"staircase (RQMC {smap.n} samples, {solve_rule.kind} "
+    return ThresholdResult(kind="staircase", value=alpha_c, error=err, error_kind="stderr",
+                           method=f"staircase (RQMC {smap.n} samples, {solve_rule.kind} "
                            f"{solve_rule.n}^{len(model.free_rows) * model.M} inner rule, "
-                           "Brent in q)", G_full, at["lam"], bool(root.converged and stable),
-                           msg, seconds=time.perf_counter() - t0, details=details)
+                           "Brent in q)", subspace=G_full, eigenvalue=at["lam"],
+                           converged=bool(root.converged and stable), message=msg,
+                           seconds=time.perf_counter() - t0, details=details)
+
+
+def _check_model(model):
+    if model.reduction is None:
+        raise ParameterError("the staircase needs a noiseless link with a DeterministicReduction")
+    if not model.is_even:
+        raise ParameterError("the staircase needs an even model (its rows must be an invariant "
+                             "subspace of the SE)")
+
+
+def _first_learned_row(model) -> int:
+    """The row learned at the weak-recovery threshold (the row carrying its PSD
+    eigenvector)."""
+    wr = weak_recovery(model, outer_nodes=32, rule=TensorRule("gauss-hermite", 24))
+    lam_G, vec = np.linalg.eigh(wr.subspace)
+    rows = [a for a in range(model.P) if abs(vec[a, -1]) > 1e-6]
+    if len(rows) != 1 or np.sum(lam_G > 1e-8) != 1:
+        raise ParameterError("the first learnable subspace is not a single row; give learned_row")
+    return rows[0]

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...core.quadrature import TensorRule
 from ...core.validate import ParameterError
-from ..factors.priors import GaussianPrior
+from ..factors.gaussian_prior import GaussianPrior
 from .expectations import _mp_operator, _scalar_operator_float, choose_method, linearized_operator
 from .operator import (
     ThresholdResult,
@@ -38,10 +38,10 @@ def _trivial_result(first, first_err, P, method, t0, details):
     G = (vec[:, keep] * lam[keep]) @ vec[:, keep].T
     G /= np.linalg.norm(G)
     return ThresholdResult(
-        "weak", 0.0, 0.0, method, G, math.inf, True,
-        f"trivial subspace: E_y sum_m E[z_m|y] E[z_m|y]^T has eigenvalue {lam[-1]:.6g} "
+        kind="weak", value=0.0, error=0.0, method=method, subspace=G, eigenvalue=math.inf,
+        converged=True, message=f"trivial subspace: E_y sum_m E[z_m|y] E[z_m|y]^T has eigenvalue {lam[-1]:.6g} "
         f"(numerical floor {first_err:.2g}), so E[Z|y] != 0 on a set of positive measure "
-        "and its range is learnable at any alpha > 0 (smi.md 8.2 item 4)",
+        "and its range is learnable at any alpha > 0 (Theorem 2.3 of arXiv:2502.00901)",
         seconds=time.perf_counter() - t0, details=details)
 
 
@@ -52,7 +52,8 @@ MAX_OUTER_NODES = 400
 def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, prior=None,
                   outer_nodes=48, width=8.0, rule=None, samples=200000, seed=0,
                   target_error=None):
-    """Weak-recovery threshold ``alpha_c = 1/lambda_max(F_prior' o F)`` (smi.md 8.1-8.2).
+    """Weak-recovery threshold ``alpha_c = 1/lambda_max(F_prior' o F)`` (Eqs. (15)-(16) of
+    arXiv:2502.00901).
 
     ``target_error`` (observation grid only): while the error estimate exceeds it, the
     grid is redone with twice the nodes per axis, up to :data:`MAX_OUTER_NODES` (the
@@ -128,10 +129,11 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
                         "alpha_runs": alphas})
         if model.is_even:
             details["blocks"] = _block_constants(op.T, model)
-        return ThresholdResult("weak", 1.0 / lam, err, f"observation-grid ({op.details['outer']}, "
-                               f"inner {op.details['rule']})", G, lam, True,
-                               _subspace_message(G, model), seconds=time.perf_counter() - t0,
-                               details=details)
+        return ThresholdResult(
+            kind="weak", value=1.0 / lam, error=err,
+            method=f"observation-grid ({op.details['outer']}, inner {op.details['rule']})",
+            subspace=G, eigenvalue=lam, converged=True, message=_subspace_message(G, model),
+            seconds=time.perf_counter() - t0, details=details)
     if method == "cells":
         res = _weak_recovery_precision(model, method, noise_variance, 10, prior, t0)
         res.digits_confirmed = None
@@ -154,10 +156,11 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
         lam_err = float(per.std(ddof=1)) / math.sqrt(B)
         details.update({"operator": op.matrix, "spectrum": spectrum, "samples": op.details["samples"],
                         "batches": B, "lambda_stderr": lam_err})
-        return ThresholdResult("weak", 1.0 / lam, lam_err / lam ** 2,
-                               f"monte-carlo ({op.details['samples']} samples, {B} batch means)",
-                               G, lam, True, _subspace_message(G, model),
-                               seconds=time.perf_counter() - t0, details=details)
+        return ThresholdResult(
+            kind="weak", value=1.0 / lam, error=lam_err / lam ** 2, error_kind="stderr",
+            method=f"monte-carlo ({op.details['samples']} samples, {B} batch means)",
+            subspace=G, eigenvalue=lam, converged=True, message=_subspace_message(G, model),
+            seconds=time.perf_counter() - t0, details=details)
     raise ParameterError(f"unknown method {method!r}")
 
 
@@ -177,14 +180,15 @@ def _scalar_weak_recovery(model, noise_variance, prior, t0, level=6):
     lams = {lv: top_eigen(Jp @ operator_matrix(r[0]), 1)[0] for lv, r in runs.items()}
     lam, G, spectrum = top_eigen(Jp @ operator_matrix(T), 1)
     err = abs(1 / lams[level] - 1 / lams[level - 1]) + abs(1 - mass) / lam
-    return ThresholdResult("weak", 1.0 / lam, max(err, 1e-15 / lam),
-                           f"scalar-quadrature (float64 nested tanh-sinh, level {level})", G, lam,
-                           True, _subspace_message(G, model), seconds=time.perf_counter() - t0,
-                           details=details)
+    return ThresholdResult(
+        kind="weak", value=1.0 / lam, error=max(err, 1e-15 / lam),
+        method=f"scalar-quadrature (float64 nested tanh-sinh, level {level})", subspace=G,
+        eigenvalue=lam, converged=True, message=_subspace_message(G, model),
+        seconds=time.perf_counter() - t0, details=details)
 
 
 def _block_constants(T, model):
-    """``K_{ll'}`` of the block-Hadamard structure of even models (smi.md 8.3) for
+    """``K_{ll'}`` of the block-Hadamard structure of even models for
     one-row groups: ``F(Gamma)_{ll'} = K_{ll'} Gamma_{ll'}``."""
     P = model.P
     return np.array([[T[a, b, a, b] for b in range(P)] for a in range(P)])
@@ -233,8 +237,10 @@ def _weak_recovery_precision(model, method, noise_variance, digits, prior, t0):
         agree = float(-mpmath.log10(diff / abs(a2))) if diff != 0 else float(2 * digits + guard)
         err = float(diff)
     details.update({"alpha_check": a2, "operator": operator_matrix(T), "spectrum": spectrum})
-    res = ThresholdResult("weak", a1, err, f"{method} (mpmath {digits + guard} digits)", G, lam,
-                          agree >= digits, _subspace_message(G, model),
+    res = ThresholdResult(kind="weak", value=a1, error=err,
+                          method=f"{method} (mpmath {digits + guard} digits)", subspace=G,
+                          eigenvalue=lam, converged=agree >= digits,
+                          message=_subspace_message(G, model),
                           digits_confirmed=min(agree, float(digits + guard)),
                           seconds=time.perf_counter() - t0, details=details)
     if model.is_even:

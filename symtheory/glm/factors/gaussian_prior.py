@@ -12,6 +12,7 @@ import numpy as np
 import sympy as sp
 
 from ...core.codegen import Kernel
+from .prior import Prior
 
 
 def gaussian_log_partition(b, A, variance=1):
@@ -53,7 +54,7 @@ def gaussian_overlap_map(qhat=None, variance=1):
     return sp.simplify(sp.factor(F))
 
 
-class GaussianPrior:
+class GaussianPrior(Prior):
     """Standard Gaussian prior N(0, I_P) on each weight column: ``rho = I``."""
 
     _kernel = None
@@ -86,7 +87,8 @@ class GaussianPrior:
             GaussianPrior._inverse = Kernel("prior_gaussian_overlap_inverse", (q,), inv,
                                             vector_args=(q,),
                                             doc="inverse of the N(0,1) prior overlap map")
-            # psi_P(qhat) = E log Z(qhat w0 + sqrt(qhat) xi, qhat), smi.md 4 (scalar channel)
+            # psi_P(qhat) = E log Z(qhat w0 + sqrt(qhat) xi, qhat), Eqs. (10)-(11) of
+            # arXiv:2502.00901 (scalar channel)
             b, A = sp.symbols("b_ A_", real=True)
             w0, xi = sp.symbols("w0_ xi_", real=True)
             logZ = gaussian_log_partition(b, A)

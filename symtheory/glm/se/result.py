@@ -1,0 +1,46 @@
+"""The result of a state evolution: its fixed point with standard errors and report."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...core.result import Result, alias
+
+
+@dataclass
+class SEResult(Result):
+    """A state-evolution fixed point: ``value`` (also ``Q``) the overlap, ``error`` (also
+    ``Q_stderr``) its standard error (sampling, through the linearized map, with the
+    iteration's truncation error in quadrature), ``Qhat`` and ``Qhat_stderr``, the
+    ``nishimori_gap``, the per-iteration ``trace`` and the report of the solve."""
+
+    Qhat: np.ndarray | None = None
+    Qhat_stderr: np.ndarray | None = None
+    nishimori_gap: float = math.nan
+    trace: list = field(default_factory=list)
+    stable: bool | None = None     # no eigenvalue of dF/dQ above 1 at Q (None: not checked)
+    #: largest estimated error of the channel's posterior moments over the samples at Q
+    #: (reduced noiseless link: change against the rule with 1.5x the nodes per axis,
+    #: :data:`~symtheory.glm.se.state_evolution.CHANNEL_ERROR_REFINEMENT`; otherwise the channel's own estimate; None: not
+    #: estimated)
+    channel_error: float | None = None
+    #: the same refinement's effect on ``Q_hat`` at Q, in its sampling standard errors:
+    #: ``max_ab |Q_hat - Q_hat_refined|_ab / stderr_ab`` (stderr floored at 1e-12 of
+    #: ``max |Q_hat|``: an entry held at 0 is rounding noise both ways).  Below ~0.3 the
+    #: quadrature adds under 5% to the sampling error of the fixed point; None: not
+    #: estimated (a randomized rule's error is part of the sampling spread already)
+    channel_qhat_error: float | None = None
+    error_kind: str = field(default="stderr", kw_only=True)
+    method: str = field(default="state evolution on frozen samples", kw_only=True)
+
+    Q = alias("value", "The overlap matrix at the fixed point.")
+    Q_stderr = alias("error", "Its standard error.")
+
+    def as_dict(self):
+        return {"Q": self.Q.tolist(), "converged": self.converged, "stable": self.stable,
+                "iterations": self.iterations, "residual": self.residual,
+                "Q_stderr": self.Q_stderr.tolist(), "nishimori_gap": self.nishimori_gap,
+                "channel_error": self.channel_error,
+                "channel_qhat_error": self.channel_qhat_error, "message": self.message}

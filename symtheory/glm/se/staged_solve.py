@@ -1,0 +1,358 @@
+"""Solving the state evolution for a stable fixed point in stages of increasing cost.
+
+The iterations before a fixed point (an escape from an unstable point, a staircase) run
+on cheaper maps -- a prefix of the frozen samples, then all of them with a coarser
+channel rule -- each warm-starting the next; only the last stage evaluates the full map
+(module :mod:`symtheory.glm.se.state_evolution`).  The engine is the package's one
+fixed-point solver, :func:`symtheory.core.solvers.fixed_point` (damped iteration, Newton
+polish, stability check and escape).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...core.progress import progress_bar
+from ...core.quadrature import TensorRule
+from ...core.solvers import ConvergenceWarning
+from ...core.validate import ParameterError
+from ..integrate.laplace_qmc import LaplaceQMCRule
+from .result import SEResult
+
+#: :meth:`StagedSolve.solve` warms up on the first ``max(WARMUP_MIN_SAMPLES,
+#: samples/WARMUP_FRACTION)`` frozen samples: a subset whose fixed point is within a few of
+#: its (4x larger) Monte-Carlo errors of the full one, so the full-sample stages start
+#: close and take few iterations
+WARMUP_MIN_SAMPLES = 1000
+WARMUP_FRACTION = 16
+#: :meth:`StagedSolve.solve` switches a reduced link from a tensor rule over the prior of
+#: the free rows to the peak-following rule when that rule's effect on Q_hat (change
+#: against 1.5x the nodes) exceeds this many standard errors: the threshold under which it
+#: adds less than 5% to the error bar (added in quadrature)
+PEAK_RULE_SWITCH = 0.3
+#: with a randomized channel rule the second warm-up stage (coarsened rule) runs on this
+#: share of the samples, not on all of them (see :meth:`StagedSolve.solve`)
+RANDOMIZED_COARSE_FRACTION = 4
+
+
+
+@dataclass
+class _Run:
+    """One call of :meth:`StagedSolve.solve`: the engine's settings, its progress bar and
+    the trace of every map evaluation."""
+
+    se: object
+    damping: float
+    tol: float
+    kick: float
+    max_kicks: int
+    max_iter: int
+    progress: bool
+    trace: list = field(default_factory=list)
+
+    def __post_init__(self):
+        bar = progress_bar(range(self.max_iter * (self.max_kicks + 1)),
+                           desc=f"SE alpha={self.se.alpha:g}, iterations of the budget",
+                           enabled=self.progress)
+        self._bar = iter(bar)
+        self._diag = np.array([a == b for a, b in self.se._free_entries()])
+
+    def record(self, it, q, res):
+        next(self._bar, None)
+        self.trace.append({"iteration": len(self.trace) + 1, "Q": self.se._from_free(q),
+                           "residual": res})
+
+    def iterate(self, q0, maxiter, newton_below, jacobian_start=None):
+        # imported at the call (tests spy on the engine through its module)
+        from ...core.solvers import fixed_point
+
+        se = self.se
+        return fixed_point(lambda q: se._to_free(se.step(se._from_free(q))),
+                           q0, damping=self.damping, adaptive=False, tol=self.tol,
+                           maxiter=maxiter, domain=lambda q: se._in_domain(se._from_free(q)),
+                           newton_below=newton_below, jacobian_directions=se._directions(),
+                           jacobian_step=se.difference_step,
+                           jacobian_boundary_fraction=se.boundary_fraction,
+                           stability=True, kick=self.kick, max_kicks=self.max_kicks,
+                           orientation=lambda v: float(np.sum(v[self._diag])),
+                           callback=self.record, name=f"state evolution at alpha={se.alpha:g}",
+                           warn=False, jacobian_start=jacobian_start)
+
+
+class StagedSolve:
+    """Mixin of :class:`~symtheory.glm.se.state_evolution.StateEvolution`: the staged
+    solve (module docstring)."""
+
+    def solve(self, Q0=None, *, damping=0.5, tol=None, max_iter=300, newton_below=1e-3,
+              kick=0.05, max_kicks=3, progress=False, stderr=True,
+              warmup="auto", peak_rule="auto") -> SEResult:
+        """Stable fixed point of ``Q = F(Q)`` on the frozen samples, from ``Q0``: a thin
+        client of the engine :func:`symtheory.core.solvers.fixed_point` on the free
+        entries of ``Q`` (upper triangle inside the structure mask), with domain
+        ``0 <= Q < rho``.
+
+        Damped iteration ``Q <- theta Q + (1 - theta) F(Q)`` (``damping`` = ``theta``, the
+        weight of the previous iterate, in [0, 1)) follows the basin of the start (``Q0``
+        defaults to ``0.05 I``: a small symmetry-breaking overlap, the reference's start;
+        pass e.g. ``0.99 I`` for an informed start).  Once the residual is below
+        ``newton_below`` Newton steps (Jacobian by differencing the smooth frozen-sample
+        map) remove the critical slowing down near thresholds; they are refused where
+        the Jacobian has an eigenvalue > 1, i.e. towards an unstable fixed point.
+        Converged when ``max |F(Q) - Q| <= tol (1 + max|Q|)``; ``tol`` defaults to
+        :attr:`default_tol`: 1e-8, or :data:`RANDOMIZED_RULE_TOL` (1e-4) for a
+        Laplace-RQMC rule, whose map is smooth only to about that.  ``Q_stderr``: the
+        sampling error propagated through the linearized map, combined in quadrature with
+        the iteration's truncation error (the engine's Newton-predicted distance to the
+        fixed point: the tolerance bounds the residual, which is ``1 - lambda`` times that
+        distance along a Jacobian eigenvalue ``lambda``); under a Laplace-RQMC rule the
+        Jacobian may be the last warm-up stage's (see below; the message says so).
+
+        Cost: the iterations before the fixed point (an escape from an unstable point, a
+        staircase) run in cheaper stages, each warm-starting the next -- first on the
+        first :meth:`warmup_samples` of the frozen samples (``warmup``: ``"auto"``, an
+        integer, ``None`` = none), then on all of them with half the quadrature nodes per
+        axis (a reduced link; a Laplace-RQMC rule, of a deep link or a noisy one: its
+        :meth:`~symtheory.glm.integrate.laplace_qmc.LaplaceQMCRule.coarsened`, a quarter of the
+        points, in both stages, the second on samples / :data:`RANDOMIZED_COARSE_FRACTION`
+        only, Newton tried from the start of every stage after the first, with the last
+        Jacobian computed before it, within that Jacobian's probe radius: the full map's
+        own difference Jacobian is no more accurate at that rule's smoothness; it is
+        differenced where the stability verdict is near marginal) -- and only the last
+        stage uses the full map.  The result is
+        the fixed point of the full map, converged by the same criterion; ``iterations``
+        counts every stage and the message names them.  A warm-up stage runs at most half
+        of the iterations left, so the full map always gets a share of ``max_iter``.
+
+        Rule: a noiseless reduced link is integrated over its free rows by a tensor rule
+        over their prior.  Where their posterior is far narrower than that prior (both
+        layers nearly known, e.g. at a counting bound) such a rule converges slowly:
+        with ``peak_rule="auto"`` its effect on ``Q_hat`` is measured at the first warm-up
+        stage's fixed point (change against 1.5x the nodes, in standard errors of all the
+        samples; on all of them when there is no subset stage), and above
+        :data:`PEAK_RULE_SWITCH` the final stage (the only one left) uses the peak-following
+        :class:`~symtheory.glm.integrate.reduced_posterior.PeakTensorRule` (the message says so; ``None``
+        keeps the rule given).
+
+        Stability: an even model keeps ``Q_ll = 0`` exactly, so a layer that decayed while
+        another was being learned can sit on an *unstable* fixed point (the staircase of
+        Eqs. (17)-(18) of arXiv:2502.00901); near perfect recovery below its threshold the
+        point ``Q = rho`` is a fixed point of ``F`` that is unstable (e.g. ``y = z^2``: ``1
+        - q`` grows by ``1/alpha`` per step).  Every converged point, on the boundary of the
+        domain too (one-sided differences into it), is checked: if an eigenvalue of the
+        Jacobian exceeds 1 the iteration restarts from the fixed point plus ``kick`` along
+        the unstable direction (towards larger overlaps when that stays in the domain), at
+        most ``max_kicks`` times; the message reports it and ``stable`` records the final
+        verdict."""
+        if peak_rule not in ("auto", None):
+            raise ParameterError(f"peak_rule must be 'auto' or None, got {peak_rule!r}")
+        tol = self.default_tol if tol is None else tol
+        P = self.model.P
+        Q = self._check_Q(0.05 * np.eye(P) if Q0 is None else Q0)
+        run = _Run(self, damping, tol, kick, max_kicks, max_iter, progress)
+        self.psd_projections = 0
+        self.estimate_channel_error = False
+        fp = self._staged_fixed_point(run, self._to_free(Q), newton_below, warmup, peak_rule)
+        return self._fixed_point_result(fp, tol, stderr, run.trace)
+
+    def _stage_plan(self, warmup, newton_below):
+        """``(rule, coarse rule, [(samples, coarse?)], Newton threshold after the first
+        stage, inherit the Jacobian?)`` of the stages before the final one."""
+        rule = getattr(self, "feature_rule", None)
+        if rule is None:
+            # a noisy link's Laplace-RQMC rule coarsens for the warm-up the same way
+            rule = self._randomized_channel_rule()
+        coarse = rule.coarsened() if rule is not None else None
+        if isinstance(coarse, TensorRule) and coarse.n < 8:
+            coarse = None
+        m = self.warmup_samples(warmup)
+        # the way to the fixed point is cheap stages, each warm-starting the next: the
+        # first m of the frozen samples (a transient of ~200 iterations costs samples/m
+        # times less), then all samples, both on the rule with half the nodes per axis (a
+        # quarter of the cost); the fixed point itself on all samples and the requested
+        # rule, from there.  A randomized (Laplace-RQMC) coarse rule has random errors of
+        # its own, so its fixed point on all samples is no closer to the last stage's than
+        # a subset's is: the second stage runs on samples/RANDOMIZED_COARSE_FRACTION of them
+        second = self.samples
+        if isinstance(rule, LaplaceQMCRule):
+            second = self.samples // RANDOMIZED_COARSE_FRACTION
+            second = second if second > m else None
+        plan = ([(m, coarse is not None)] if m < self.samples else []) + (
+            [(second, True)] if coarse is not None and second is not None else [])
+        # with a randomized rule a stage after the first starts within a few of the last
+        # subset's Monte-Carlo errors of its fixed point, inside the difference step its
+        # Jacobian is measured with (the scale it treats the map as linear on): Newton
+        # from there
+        warm_newton = newton_below
+        if isinstance(rule, LaplaceQMCRule) and newton_below > 0:
+            warm_newton = max(newton_below, self.difference_step)
+        # with a randomized rule a stage also starts from the last Jacobian computed in a
+        # stage before it, within that Jacobian's own probe radius (the difference step,
+        # less next to the boundary): the map is smooth only to ~1e-4, so a difference
+        # Jacobian of the full map is itself off by ~1e-4 / 1e-2 relative, as much as the
+        # warm-up's is by its sampling noise, and its probes cost two full passes of the
+        # final stage.  The engine differences the full map where the verdict is near
+        # marginal
+        return rule, coarse, plan, warm_newton, isinstance(rule, LaplaceQMCRule)
+
+    def _staged_fixed_point(self, run, q0, newton_below, warmup, peak_rule):
+        """Run the stages of :meth:`_stage_plan`, then the full map; the engine's result
+        with every stage's iterations counted and named in its message."""
+        rule, coarse, plan, warm_newton, inherit = self._stage_plan(warmup, newton_below)
+        done, stages, switch_note, inherited = 0, [], "", None
+        for i, (n_stage, use_coarse) in enumerate(plan):
+            stage_rule = coarse if use_coarse else rule
+            # at most half of the iterations left: a stage that converges slowly (its
+            # coarse map near a nearly known layer) must leave the full map its share
+            with self._stage(n_stage, stage_rule):
+                first = run.iterate(q0, max(1, (run.max_iter - done) // 2),
+                                    warm_newton if i else newton_below, inherited)
+            stages.append((n_stage, stage_rule))
+            q0, done = first.value, done + first.iterations
+            if inherit and first.jacobian_point is not None:
+                inherited = (first.jacobian_point, first.jacobian, first.jacobian_radius)
+            if i == 0 and peak_rule == "auto":
+                switch_note = self._switch_to_peak_rule(self._from_free(q0), n_stage)
+                if getattr(self, "feature_rule", rule) is not rule:
+                    # straight to the final stage: the peak rule's Newton search costs the
+                    # same at any node count, and the coarsened rule's fixed points along a
+                    # nearly flat direction are not the full rule's (measured: 50 coarse
+                    # passes to 1 - Q11 = 3e-6, then 21 full ones to 4e-4)
+                    break
+        fp = run.iterate(q0, max(1, run.max_iter - done),
+                         warm_newton if stages else newton_below, inherited)
+        fp.iterations += done
+        if stages:
+            fp.message += (f" in the final stage ({fp.iterations} iterations in all; warm-started "
+                           "by " + ", then ".join(
+                               f"{n} samples" + ("" if r is None else f" on {r.describe()}")
+                               for n, r in stages) + ")")
+        fp.message += switch_note
+        if fp.jacobian_seeded:
+            fp.message += ("; the final stage's Jacobian (Newton steps, stability, Q_stderr) "
+                           "is the warm-up's, within its probe radius")
+        return fp
+
+    def _fixed_point_result(self, fp, tol, stderr, trace) -> SEResult:
+        """The :class:`SEResult` at the engine's fixed point: ``Q_hat`` and the channel's
+        accuracy there, ``Q_stderr`` through the linearized map with the iteration's
+        truncation error in quadrature, and the report."""
+        P = self.model.P
+        Q = self._from_free(fp.value)
+        self.estimate_channel_error = True
+        Qhat, se, gap = self.qhat(Q)
+        channel_error = self.channel_error
+        qhat_error = self.quadrature_qhat_error(Q)
+        Q_se = (self._fixed_point_stderr(Q, se, fp.jacobian) if stderr
+                else np.full((P, P), np.nan))
+        msg = fp.message + f"; residual tolerance {tol:g} x (1 + max|Q|)"
+        if stderr and fp.truncation is not None:
+            # the iteration's own error, in quadrature: next to perfect recovery the map
+            # may contract rho - Q by ~1% per step, and the residual tolerance then holds
+            # far from the fixed point (measured: at 1 - Q11 = 3.9e-7 with a sampling error
+            # of 4.8e-9 there, the boundary fixed point 80 of them away)
+            trunc = self._from_free(fp.truncation)
+            if np.any((trunc > 0.1 * Q_se) & (trunc > 1e-15 * (1 + np.abs(Q)))):
+                msg += (f"; Q_stderr includes the iteration's truncation error (distance to "
+                        f"the fixed point predicted by a Newton step: up to "
+                        f"{float(np.max(trunc)):.2g}, sampling error up to "
+                        f"{float(np.max(Q_se)):.2g})")
+            Q_se = np.sqrt(Q_se ** 2 + trunc ** 2)
+        if channel_error is not None:
+            msg += f"; estimated channel quadrature error at the fixed point {channel_error:.2g}"
+        if qhat_error is not None:
+            msg += f" (on Q_hat: {qhat_error:.2g} sampling standard errors)"
+        if self.psd_projections:
+            msg += (f"; {self.psd_projections} map evaluations projected Q_hat onto the PSD cone "
+                    "(negative eigenvalue within the 4-sigma tail of its standard errors)")
+        if not fp.converged or fp.stable is False:
+            warnings.warn(f"state evolution at alpha={self.alpha:g}: {msg}", ConvergenceWarning,
+                          stacklevel=3)
+        return SEResult(value=Q, error=Q_se, Qhat=Qhat, Qhat_stderr=se, converged=fp.converged,
+                        iterations=fp.iterations, residual=fp.residual, nishimori_gap=gap,
+                        message=msg, trace=trace, stable=fp.stable, channel_error=channel_error,
+                        channel_qhat_error=qhat_error)
+
+    def _switch_to_peak_rule(self, Q, n) -> str:
+        """After the first warm-up stage (fixed point ``Q`` on the first ``n`` samples):
+        switch a reduced link's tensor rule over the prior to the peak-following rule when
+        its effect on ``Q_hat`` there, ``|Q_hat(rule) - Q_hat(1.5x nodes)|`` over the
+        standard error of all the samples (the subset's times ``sqrt(n / samples)``),
+        exceeds :data:`PEAK_RULE_SWITCH`.  Not at a point where an even group of free rows
+        sits at ``Q_ll = 0``: the peaks break the symmetry that holds it there exactly.
+        Returns the note for the message ("" when nothing was measured)."""
+        from ..integrate.reduced_posterior import PeakTensorRule
+
+        rule = getattr(self, "feature_rule", None)
+        if self.features is None or not isinstance(rule, TensorRule):
+            return ""
+        free = set(self.features.free_rows)
+        at_zero = [g for g, even in self.model.even_groups.items()
+                   if even and set(g) <= free and all(Q[a, a] == 0 for a in g)]
+        saved = self.estimate_channel_error
+        try:
+            with self._stage(n, rule):
+                self.estimate_channel_error = True
+                self.qhat(Q)            # this pass also integrates with the refined rule
+                effect = self.quadrature_qhat_error(Q)
+        finally:
+            self.estimate_channel_error = saved
+        if effect is None:
+            return ""
+        effect *= math.sqrt(self.samples / n)
+        if effect <= PEAK_RULE_SWITCH:
+            return ""
+        if at_zero:
+            return (f"; the rule over the prior moved Q_hat by ~{effect:.2g} standard errors "
+                    f"at the warm-up's fixed point, but even rows {at_zero} sit at 0 there, "
+                    "where the peak-following rule would break their symmetry: kept")
+        # half the nodes per axis for each component: a component spans the posterior, not
+        # the prior (two nearly known rows, Q ~ rho: 12 / 18 / 30 nodes per component agree
+        # within 0.01 standard errors, measured), at about the prior rule's cost
+        self.feature_rule = PeakTensorRule(rule.coarsened())
+        return (f"; the rule over the prior moved Q_hat by ~{effect:.2g} standard errors "
+                f"(> {PEAK_RULE_SWITCH:g}) at the warm-up's fixed point: the full-sample stage on "
+                f"{self.feature_rule.describe()}")
+
+    def warmup_samples(self, warmup="auto") -> int:
+        """Samples of the first warm-up stage of :meth:`solve`: ``"auto"`` = the larger of
+        :data:`WARMUP_MIN_SAMPLES` and ``samples/WARMUP_FRACTION`` (all samples -- no
+        subset stage -- when that is more than half of them); an integer in ``[2,
+        samples]``; ``None`` for no subset stage."""
+        if warmup is None:
+            return self.samples
+        if isinstance(warmup, str):
+            if warmup != "auto":
+                raise ValueError(f"warmup must be 'auto', None or an integer, got {warmup!r}")
+            m = max(WARMUP_MIN_SAMPLES, self.samples // WARMUP_FRACTION)
+            return m if 2 * m <= self.samples else self.samples
+        if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or not (
+                2 <= warmup <= self.samples):
+            raise ValueError(f"warmup must be an integer in [2, samples = {self.samples}], "
+                             f"'auto' or None, got {warmup!r}")
+        return int(warmup)
+
+    @contextlib.contextmanager
+    def _stage(self, n, rule):
+        """Evaluate the map on the first ``n`` frozen samples (nested in the full set: the
+        same draws, so a stage's fixed point is a warm start for the next) and with
+        ``rule`` (a reduced link's feature rule, or a noisy link's channel rule); restored
+        on exit."""
+        saved = (self.samples, self.xi, self.eta, self.noise, getattr(self, "feature_rule", None),
+                 self.channel)
+        self.samples, self.xi, self.eta = n, self.xi[:n], self.eta[:n]
+        self.noise = None if self.noise is None else self.noise[:n]
+        if rule is not None and self.features is not None:
+            self.feature_rule = rule
+        elif rule is not None:
+            self.channel = self.channel.configured(self.noise_variance, rule)
+        try:
+            yield
+        finally:
+            self.samples, self.xi, self.eta, self.noise = saved[:4]
+            if saved[4] is not None:
+                self.feature_rule = saved[4]
+            self.channel = saved[5]
