@@ -291,36 +291,6 @@ def _module_source_hash(module: str) -> str:
     return _MODULE_HASHES[module]
 
 
-#: template lines starting with this are the template's own documentation (dropped)
-TEMPLATE_COMMENT = "##"
-
-
-@functools.lru_cache(maxsize=None)
-def _template_text(package: str, filename: str) -> str:
-    from importlib.resources import files
-
-    return files(package).joinpath("templates", filename).read_text(encoding="utf-8")
-
-
-def render_template(package: str, filename: str, **fields: str) -> str:
-    """A driver template shipped as a source file, ready for ``Kernel(extra_source=...)``.
-
-    Reads ``<package>/templates/<filename>`` (package data, so it is reviewed and
-    diffed as code rather than buried in a string), drops its ``##`` documentation
-    lines and replaces each upper-case placeholder ``FIELD`` by ``fields[FIELD]``.
-    ``{name}`` / ``{params}`` stay for :class:`Kernel` to fill in.  A field the
-    template does not contain is refused (a renamed placeholder would otherwise leave
-    the template unrendered and fail only in Numba)."""
-    text = "".join(line for line in _template_text(package, filename).splitlines(True)
-                   if not line.startswith(TEMPLATE_COMMENT))
-    for key, value in fields.items():
-        if not key.isupper() or key not in text:
-            raise ValueError(f"template {package}/templates/{filename} has no placeholder "
-                             f"{key!r}")
-        text = text.replace(key, value)
-    return text
-
-
 _DRIVER_DIGESTS: dict = {}
 
 
