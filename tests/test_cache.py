@@ -27,6 +27,7 @@ from symtheory.core.cache import CacheError, CacheWarning
 from symtheory.core.codegen import Kernel, LazyDispatcher
 
 ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
 x, a = sp.symbols("x a")
 
 DRIVER = '''
@@ -217,6 +218,111 @@ def test_jit_module_logs_lazy_helpers(tmp_path, caplog):
     assert f"jit {src.stem}.twice compiled in" in caplog.text
     assert codegen.LOADED[f"{src.stem}.twice"].status == "compiled"
     assert nb.twice is mod.twice  # raw dispatcher from now on
+
+
+# ------------------------------------------------------------ driver closures
+PARS = np.array([2.0])
+
+
+def packed_tiny(name, variant=0):
+    """``(a sin x, x^2)`` (variant 0) or ``(a cos x, x^3)``, with a packed wrapper for the
+    drivers of tests/tiny_drivers."""
+    outs = [a * sp.sin(x), x**2] if variant == 0 else [a * sp.cos(x), x**3]
+    return Kernel(name, [x, a], outs, packed=(1,))
+
+
+def tiny_total(variant, factor=2.0, sign=1.0):
+    """What tiny_drivers' ``total(XS, PARS)`` computes (``factor``: its helper's scale)."""
+    first, second = (np.sin(XS), XS**2) if variant == 0 else (np.cos(XS), XS**3)
+    return float(np.sum(factor * PARS[0] * first + sign * second))
+
+
+DRIVE_SCRIPT = textwrap.dedent(f"""
+    import sys
+    sys.path[:0] = [sys.argv[1], {str(TESTS)!r}]
+    from test_cache import packed_tiny, XS, PARS
+    from symtheory.core.codegen import LOADED
+    from tiny_drivers import drivers
+    for spec in sys.argv[2:]:
+        name, variant = spec.split(":")
+        k = packed_tiny(name, int(variant))
+        value = k.drivers(drivers.build).total(XS, PARS)
+        print("RESULT", name, value.hex(), LOADED[k.module_name + ".drivers.total"].status)
+""")
+
+
+def _drive(root, *specs, path=TESTS):
+    """Run tiny_drivers' ``total`` for kernels ``name:variant`` in a new process:
+    {name: (value, status)}."""
+    run = _run(None, root, args=["-c", DRIVE_SCRIPT, str(path), *specs])
+    assert run.returncode == 0, run.stderr
+    rows = [line.split()[1:] for line in run.stdout.splitlines() if line.startswith("RESULT")]
+    return {name: (float.fromhex(value), status) for name, value, status in rows}
+
+
+def test_drivers_load_in_a_second_process_without_cross_talk(cache_root):
+    """Two models' closures of one driver module, compiled in separate processes, are
+    loaded side by side by a third, each from entries of its own (named by its kernel
+    module); ``cache clear`` removes them with the kernels."""
+    a_name, b_name = unique("td_a"), unique("td_b")
+    first = _drive(cache_root, f"{a_name}:0")
+    second = _drive(cache_root, f"{b_name}:1")
+    both = _drive(cache_root, f"{a_name}:0", f"{b_name}:1")
+    assert first[a_name][1] == "compiled" and second[b_name][1] == "compiled"
+    assert both == {a_name: (first[a_name][0], "loaded"), b_name: (second[b_name][0], "loaded")}
+    assert first[a_name][0] == pytest.approx(tiny_total(0), rel=1e-14)
+    assert second[b_name][0] == pytest.approx(tiny_total(1), rel=1e-14)
+    for name, variant in ((a_name, 0), (b_name, 1)):
+        k = packed_tiny(name, variant)
+        assert len(pycache_files(cache_root, k, "drivers.total-*.nbi")) == 1
+    assert cache.clear_cache() > 0 and not list(cache_root.rglob("*.nb?"))
+
+
+def test_editing_a_driver_or_its_helper_recompiles(cache_root, tmp_path):
+    """Numba's cache does not notice an edited callee: the key covers the sources of the
+    driver module and of every module of its package it reaches."""
+    pkg = tmp_path / "pkgs" / "tiny_drivers"
+    shutil.copytree(TESTS / "tiny_drivers", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    name = unique("td_edit")
+    spec = f"{name}:0"
+    assert _drive(cache_root, spec, path=pkg.parent) == {name: (pytest.approx(tiny_total(0)),
+                                                                "compiled")}
+    helper = pkg / "helper.py"
+    helper.write_text(helper.read_text().replace("2.0 * v", "3.0 * v"))
+    assert _drive(cache_root, spec, path=pkg.parent) == {
+        name: (pytest.approx(tiny_total(0, factor=3.0)), "compiled")}
+    drv = pkg / "drivers.py"
+    drv.write_text(drv.read_text().replace("+ out[1]", "- out[1]"))
+    edited = {name: (pytest.approx(tiny_total(0, factor=3.0, sign=-1.0)), "compiled")}
+    assert _drive(cache_root, spec, path=pkg.parent) == edited
+    edited[name] = (edited[name][0], "loaded")
+    assert _drive(cache_root, spec, path=pkg.parent) == edited
+
+
+def test_damaged_driver_entry_is_rebuilt(cache_root):
+    from tiny_drivers import drivers
+
+    name = unique("td_heal")
+    k = packed_tiny(name)
+    assert k.drivers(drivers.build).total(XS, PARS) == pytest.approx(tiny_total(0))
+    [nbc] = pycache_files(cache_root, k, "drivers.total-*.nbc")
+    _flip(nbc)
+    codegen._DRIVERS.clear()  # as a new process would see it
+    sys.modules.pop(k.module_name)
+    k2 = packed_tiny(name)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        assert k2.drivers(drivers.build).total(XS, PARS) == pytest.approx(tiny_total(0))
+    [w] = cache_warnings(record)
+    assert nbc.name in str(w.message) and "checksum mismatch" in str(w.message)
+    assert codegen.LOADED[f"{k2.module_name}.drivers.total"].status == "compiled"
+
+
+def test_drivers_need_a_packed_kernel(cache_root):
+    from tiny_drivers import drivers
+
+    with pytest.raises(ValueError, match="packed"):
+        tiny(unique("tc_unpacked")).drivers(drivers.build)
 
 
 # ----------------------------------------------------------- read-only caches

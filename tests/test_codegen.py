@@ -86,3 +86,16 @@ def test_mp_precision_is_real():
     with mpmath.workdps(50):
         v = k.mp(1, dps=50)[0]
         assert abs(v - mpmath.pi) < mpmath.mpf(10) ** -48
+
+
+def test_packed_wrapper_reads_the_arguments_from_arrays():
+    """``packed=(1, 2)``: x, y from a 1 x 2 array (row-major), a from ``pars`` -- the fixed
+    signature through which drivers call any kernel."""
+    k = Kernel("test_cg_packed", [x, y, a], EXPRS, packed=(1, 2))
+    assert "def test_cg_packed_packed(x, pars, out):" in k.source
+    out = np.empty(2)
+    k.extra("{name}_packed")(np.array([[0.3, -0.7]]), np.array([1.1]), out)
+    np.testing.assert_array_equal(out, k(0.3, -0.7, 1.1))
+    assert "_packed" not in Kernel("test_cg_basic", [x, y, a], EXPRS).source
+    with pytest.raises(ValueError, match="packed shape"):
+        Kernel("test_cg_packed", [x, y, a], EXPRS, packed=(2, 2))

@@ -4,6 +4,7 @@ derivation, in the rewrite rules or in the printer shows up here as a readable d
 that a reviewer can judge; ``pytest tests/test_golden.py --refresh-golden`` rewrites
 the snapshots after an intended change (commit them with the change)."""
 import difflib
+import re
 from pathlib import Path
 
 import pytest
@@ -65,9 +66,9 @@ KERNELS = {
     "bsr_rie_mmse_value": _bsr_rie_mmse_value,  # a spectral functional reduced by identities
     "prior_gaussian_overlap": _gaussian_prior_overlap,  # a prior map from its log-partition
     "outer_product_link": _outer_product_link,  # a multi-index link with its vector companion
-    # fused drivers rendered from the templates in symtheory/glm/templates/
-    "noisy_channel_driver": _noisy_channel_driver,  # affine split + conjugate/adaptive drivers
-    "reduced_channel_driver": _reduced_channel_driver,  # smi.md 9 reduction driver
+    # kernels with a packed wrapper for the drivers in symtheory/glm/integrate/drivers/
+    "noisy_channel_driver": _noisy_channel_driver,  # affine split of the noise drivers
+    "reduced_channel_driver": _reduced_channel_driver,  # mixing T(u) of the smi.md 9 driver
 }
 
 
@@ -86,3 +87,11 @@ def test_generated_source_matches_snapshot(name, request):
                                             f"golden/{path.name}", "generated now"))
         pytest.fail(f"generated source of {name} changed; review the diff and, if intended, "
                     f"run pytest tests/test_golden.py --refresh-golden\n{diff}")
+
+
+@pytest.mark.parametrize("name", ["noisy_channel_driver", "reduced_channel_driver"])
+def test_driver_snapshots_hold_only_the_kernel(name):
+    """The drivers are modules of their own: a model's generated text is its kernel and the
+    packed wrapper the drivers call, nothing more."""
+    defs = re.findall(r"^def (\w+)\(", (GOLDEN / f"{name}.py.txt").read_text(), re.M)
+    assert len(defs) == 2 and defs[1] == defs[0] + "_packed", defs

@@ -521,27 +521,47 @@ def test_accuracy_is_recorded_and_warned(models):
     assert ch.last_accuracy.converged and ch.last_error <= 1e-10
 
 
-def test_driver_templates_render_from_source_files():
-    """The drivers are package-data templates: their documentation lines are dropped,
-    the placeholder is filled, and a placeholder the template lacks is refused."""
-    from symtheory.core.codegen import render_template
+def test_drivers_load_from_the_cache_in_a_second_process(models, tmp_path):
+    """The drivers (symtheory/glm/integrate/drivers) are closures over each model's
+    kernel, cached per kernel: a new process loads them -- two models' tensor drivers
+    side by side, and the adaptive one -- and computes the same numbers, bit for bit."""
+    import json
+    import subprocess
+    import sys
 
-    for fname in ("gaussian_noise_drivers.py.tmpl", "reduced_driver.py.tmpl"):
-        text = render_template("symtheory.glm.integrate", fname, CALL_ARGS="a, b, out")
-        assert "##" not in text and "CALL_ARGS" not in text and "{name}(a, b, out)" in text
-        with pytest.raises(ValueError, match="no placeholder .KERNEL_ARGS."):
-            render_template("symtheory.glm.integrate", fname, KERNEL_ARGS="x")
-
-
-def test_package_digest_covers_driver_templates(tmp_path):
-    """Derivation and sweep caches are keyed by the package digest: editing a driver
-    template must change it like editing a module does."""
-    from symtheory.core.derive import tree_digest
-
-    (tmp_path / "templates").mkdir()
-    tmpl = tmp_path / "templates" / "driver.py.tmpl"
-    (tmp_path / "mod.py").write_text("x = 1\n")
-    tmpl.write_text("def {name}_driver():\n    pass\n")
-    before = tree_digest(tmp_path)
-    tmpl.write_text("def {name}_driver():\n    return 1\n")
-    assert tree_digest(tmp_path) != before
+    rng = np.random.default_rng(3)
+    y, omega, V = rng.standard_normal((4, 1)), 0.5 * rng.standard_normal((4, 2, 1)), 0.7 * np.eye(2)
+    cases = [("tanh", TensorRule("gauss-hermite", 10)), ("tanhprod", TensorRule("gauss-hermite", 10)),
+             ("tanh", AdaptiveRule())]
+    for key, rule in cases:  # compiled here if not cached yet
+        models[key].channel(0.1, rule, check=False).moments(y, omega, V)
+    np.savez(tmp_path / "inputs.npz", y=y, omega=omega, V=V)
+    script = f"""
+import json, sys
+import numpy as np, sympy as sp
+from symtheory.core.codegen import LOADED
+from symtheory.core.quadrature import AdaptiveRule, TensorRule
+from symtheory.glm import MultiIndexModel
+z1, z2 = sp.symbols("z1 z2", real=True)
+links = {{"tanh": ("t_tanh_times", sp.tanh(z1) * z2), "tanhprod": ("t_tanh_prod", sp.tanh(z1 * z2))}}
+rules = {{"tensor": TensorRule("gauss-hermite", 10), "adaptive": AdaptiveRule()}}
+d = np.load({str(tmp_path / "inputs.npz")!r})
+out = []
+for key, rule in {[(k, "tensor" if isinstance(r, TensorRule) else "adaptive") for k, r in cases]!r}:
+    name, link = links[key]
+    m = MultiIndexModel(name, sp.Matrix([[z1], [z2]]), sp.Matrix([[link]]))
+    res = m.channel(0.1, rules[rule], check=False).moments(d["y"], d["omega"], d["V"])
+    out.append([np.concatenate([np.ravel(r) for r in res]).tolist()])
+print(json.dumps({{"moments": out, "drivers": {{k: r.status for k, r in LOADED.items()
+                                               if ".noise." in k}}}}))
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.splitlines()[-1])
+    drivers = got["drivers"]
+    assert len(drivers) == 3 and set(drivers.values()) == {"loaded"}, drivers
+    assert sum(k.endswith(".noise.tensor") for k in drivers) == 2
+    for (key, rule), moments in zip(cases, got["moments"]):
+        res = models[key].channel(0.1, rule, check=False).moments(y, omega, V)
+        assert np.concatenate([np.ravel(r) for r in res]).tolist() == moments[0]

@@ -1,5 +1,5 @@
 """Laplace-centred RQMC rule of GaussianNoiseChannel for |R| >= 2 non-affine indices
-(glm/laplace_qmc.py, driver in glm/templates/gaussian_noise_drivers.py.tmpl), checked
+(glm/integrate/laplace_qmc.py, driver in glm/integrate/drivers/noise.py), checked
 against the independent path: the tensor composite Gauss-Legendre box rule
 (GaussianNoiseChannel._adaptive_tensor) on the same samples."""
 import json

@@ -1,7 +1,7 @@
 """Numba helpers for generated posterior-moment drivers (weighted quadrature).
 
-The drivers themselves are generated (e.g. by :mod:`symtheory.glm.factors.multi_index`)
-because they call a model's generated kernels; the model-independent pieces live here.
+The drivers (:mod:`symtheory.glm.integrate.drivers`) are built per model around its
+generated kernel; the model-independent pieces live here.
 
 Helpers called once per quadrature point are compiled with ``_nrt=False`` (a Numba
 target option, present in the pinned numba 0.68: no reference counting).  Otherwise

@@ -15,7 +15,17 @@ it must contain (its name is a hash of that source) and rewritten if it differs,
 and Numba entries that fail their checksum (:func:`cache.verify_entries`) or fail
 to unpickle are deleted and recompiled, with one :class:`~.cache.CacheWarning`.
 
-Functions compiled lazily at their first call (drivers in ``extra_source``, helper
+Drivers -- the Numba loops around a model's kernel -- are ordinary modules: a
+factory ``build(kern, jit)`` defines them as closures over ``kern``, the kernel's
+``<name>_packed`` wrapper (fixed array signature, declared by ``Kernel(packed=...)``),
+and :meth:`Kernel.drivers` calls it once per kernel.  Numba cannot cache such closures
+itself (its index key pickles the captured dispatcher, which differs in every
+process), so ``jit`` gives each one a :class:`KeyedCache`: keyed by the kernel's digest
+and the sources of the driver module and of every symtheory module it reaches, stored
+beside the kernel's own entries (``symtheory cache info|clear``, checksums and the
+read-only fallback cover them alike).
+
+Functions compiled lazily at their first call (drivers, ``extra_source``, helper
 modules such as :mod:`._spectral_nb`) go through :func:`logged_dispatcher` /
 :class:`JitModule`, which time that first call and log "compiled" or "loaded" like
 the kernels themselves (logger ``symtheory.kernels``, records in :data:`LOADED`).
@@ -30,6 +40,7 @@ import functools
 import hashlib
 import importlib.util
 import logging
+import math
 import pickle
 import sys
 import time
@@ -141,8 +152,14 @@ class LazyDispatcher:
         self.dispatcher = dispatcher
         py_func = dispatcher.py_func
         self._file = Path(py_func.__code__.co_filename)
-        self._label = f"{self._file.stem}.{py_func.__qualname__}"
-        self._prefix = f"{self._label}-{py_func.__code__.co_firstlineno}."
+        keyed = getattr(dispatcher, "_cache", None)
+        # a driver's KeyedCache names its files and chose their directory itself
+        self._keyed = hasattr(keyed, "prefix")
+        if self._keyed:
+            self._label, self._prefix = keyed.label, keyed.prefix
+        else:
+            self._label = f"{self._file.stem}.{py_func.__qualname__}"
+            self._prefix = f"{self._label}-{py_func.__code__.co_firstlineno}."
 
     def __getattr__(self, name):
         return getattr(self.dispatcher, name)
@@ -156,7 +173,8 @@ class LazyDispatcher:
         directory = Path(where) if where else None
         repairs = []
         if directory is not None:
-            _check_location(self._label, self._file, directory)
+            if not self._keyed:
+                _check_location(self._label, self._file, directory)
             repairs = cache.verify_entries(directory, self._prefix)
         n_overloads = len(disp.overloads)
         hits0, misses0 = _cache_totals([disp])
@@ -218,6 +236,29 @@ class JitModule:
         return wrapped
 
 
+class DriverJit:
+    """The ``jit`` a driver factory ``build(kern, jit)`` receives (:meth:`Kernel.drivers`):
+    ``@jit(**options)`` compiles a closure like ``numba.njit(**options)``, cached by a
+    :class:`~.keyed_cache.KeyedCache` under ``<tag>.<function name>`` in ``directory``
+    and keyed by ``key``."""
+
+    def __init__(self, tag: str, key: str, directory: Path):
+        self.tag, self.key, self.directory = tag, key, directory
+
+    def __call__(self, **options):
+        if "cache" in options:
+            raise TypeError("driver closures are always cached (by a KeyedCache); "
+                            "do not pass cache=")
+        from .keyed_cache import keyed_njit
+
+        return functools.partial(keyed_njit, tag=self.tag, key=self.key,
+                                 directory=self.directory, **options)
+
+
+#: drivers built in this process: (kernel module, factory module) -> JitModule
+_DRIVERS: dict = {}
+
+
 class KernelPrinter(PythonCodePrinter):
     """Python printer with fully qualified names, suitable for ``numba.njit``."""
 
@@ -250,34 +291,42 @@ def _module_source_hash(module: str) -> str:
     return _MODULE_HASHES[module]
 
 
-#: template lines starting with this are the template's own documentation (dropped)
-TEMPLATE_COMMENT = "##"
+_DRIVER_DIGESTS: dict = {}
 
 
-@functools.lru_cache(maxsize=None)
-def _template_text(package: str, filename: str) -> str:
-    from importlib.resources import files
+def _reached_modules(module: str) -> list[str]:
+    """``module`` and every module of symtheory or of ``module``'s own top-level package
+    reachable through module globals (a module, or the module of a function, class or
+    dispatcher), transitively."""
+    import types
 
-    return files(package).joinpath("templates", filename).read_text(encoding="utf-8")
+    roots = {"symtheory", module.split(".", 1)[0]}
+    seen, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for value in vars(sys.modules[name]).values():
+            if isinstance(value, types.ModuleType):
+                ref = value.__name__
+            else:
+                ref = getattr(getattr(value, "py_func", value), "__module__", None)
+            if isinstance(ref, str) and ref.split(".", 1)[0] in roots and ref in sys.modules:
+                todo.append(ref)
+    return sorted(seen)
 
 
-def render_template(package: str, filename: str, **fields: str) -> str:
-    """A driver template shipped as a source file, ready for ``Kernel(extra_source=...)``.
-
-    Reads ``<package>/templates/<filename>`` (package data, so it is reviewed and
-    diffed as code rather than buried in a string), drops its ``##`` documentation
-    lines and replaces each upper-case placeholder ``FIELD`` by ``fields[FIELD]``.
-    ``{name}`` / ``{params}`` stay for :class:`Kernel` to fill in.  A field the
-    template does not contain is refused (a renamed placeholder would otherwise leave
-    the template unrendered and fail only in Numba)."""
-    text = "".join(line for line in _template_text(package, filename).splitlines(True)
-                   if not line.startswith(TEMPLATE_COMMENT))
-    for key, value in fields.items():
-        if not key.isupper() or key not in text:
-            raise ValueError(f"template {package}/templates/{filename} has no placeholder "
-                             f"{key!r}")
-        text = text.replace(key, value)
-    return text
+def _driver_digest(module: str) -> str:
+    """Hash of the sources of a driver module and of the modules it reaches
+    (:func:`_reached_modules`): Numba's cache does not notice when a jitted callee
+    changes, and a hand-written list of helpers could go stale."""
+    if module not in _DRIVER_DIGESTS:
+        h = hashlib.sha256()
+        for name in _reached_modules(module):
+            h.update(f"{name} {_module_source_hash(name)}\n".encode())
+        _DRIVER_DIGESTS[module] = h.hexdigest()[:20]
+    return _DRIVER_DIGESTS[module]
 
 
 def _identifier(sym: sp.Symbol, i: int) -> str:
@@ -304,10 +353,12 @@ class Kernel:
         One line saying what the kernel computes (written into the module).
     extra_source:
         Further generic code for the same module, formatted with ``{name}`` (the
-        kernel name) and ``{params}`` (its scalar argument names) -- e.g. a fused
-        driver that loops over nodes and calls ``{name}_vec`` (a generic driver
-        cannot receive the kernel as an argument and still be cached by Numba);
-        templates kept as source files are read by :func:`render_template`.
+        kernel name) and ``{params}`` (its scalar argument names).
+    packed:
+        Shape of the leading arguments read from one array: adds ``<name>_packed(x,
+        pars, out)`` (``x`` float64 of that rank, row-major, ``pars`` the remaining
+        arguments), the fixed signature through which drivers call the kernel
+        (:meth:`drivers`).
 
     Calling the kernel, ``k(*args)`` returns a float64 array of the outputs
     (reshaped to ``shape``); ``k.vec(*args)`` evaluates the vectorized companion;
@@ -317,7 +368,8 @@ class Kernel:
 
     def __init__(self, name: str, args: Sequence[sp.Symbol], outputs, *,
                  vector_args: Sequence[sp.Symbol] = (), doc: str = "",
-                 extra_imports: Sequence[str] = (), extra_source: str = ""):
+                 extra_imports: Sequence[str] = (), extra_source: str = "",
+                 packed: tuple[int, ...] | None = None):
         if not name.isidentifier():
             raise ValueError(f"kernel name must be a Python identifier, got {name!r}")
         if isinstance(outputs, sp.MatrixBase):
@@ -341,6 +393,12 @@ class Kernel:
                 f"that are not arguments {[str(a) for a in self.args]}")
         self.doc = doc
         self.extra_source = extra_source
+        if packed is not None:
+            packed = tuple(int(n) for n in packed)
+            if not packed or min(packed) < 0 or math.prod(packed) > len(self.args):
+                raise ValueError(f"kernel {name!r}: packed shape {packed} does not fit its "
+                                 f"{len(self.args)} arguments")
+        self.packed = packed
         self.extra_imports = tuple(extra_imports) + self._special_imports()
         self._source: str | None = None
         self._module = None
@@ -406,10 +464,26 @@ class Kernel:
                 f"    for i in range({vec_names[0]}.shape[0]):",
                 f"        {self.name}({call}{sep}out[i])",
             ]
+        if self.packed is not None:
+            lines += self._packed_lines(names)
         if self.extra_source:
             scalars = [n for a, n in zip(self.args, names) if a not in self.vector_args]
             lines += ["", "", self.extra_source.format(name=self.name, params=", ".join(scalars))]
         return "\n".join(lines) + "\n"
+
+    def _packed_lines(self, names) -> list[str]:
+        n_x = math.prod(self.packed)
+        call = ([f"x[{', '.join(map(str, i))}]" for i in np.ndindex(*self.packed)]
+                + [f"pars[{j}]" for j in range(len(names) - n_x)] + ["out"])
+        rank = ", ".join([":"] * len(self.packed))
+        return [
+            "",
+            "",
+            f'@numba.njit("void(float64[{rank}], float64[:], float64[:])", cache=True, '
+            'error_model="numpy", _nrt=False)',
+            f"def {self.name}_packed(x, pars, out):",
+            f"    {self.name}({', '.join(call)})",
+        ]
 
     def extra(self, attr: str):
         """A function defined by ``extra_source`` in the generated module (compiled at
@@ -418,6 +492,28 @@ class Kernel:
 
         value = getattr(self._load(), attr.format(name=self.name))
         return logged_dispatcher(value) if is_jitted(value) else value
+
+    def drivers(self, build):
+        """The drivers that ``build(kern, jit)`` (a driver module's factory, one per
+        module) defines for this kernel, built once per process; their jitted attributes
+        log their first call (:class:`JitModule`).
+
+        ``kern`` is the ``<name>_packed`` wrapper (declare ``packed``); ``jit`` is a
+        :class:`DriverJit` keyed by :attr:`digest` and the digest of the driver sources,
+        storing its entries beside the kernel's, under the kernel's module name."""
+        if self.packed is None:
+            raise ValueError(f"kernel {self.name!r} has no packed wrapper for drivers: "
+                             f"declare it with packed=(shape of the array arguments)")
+        key = (self.module_name, build.__module__)
+        drivers = _DRIVERS.get(key)
+        if drivers is None:
+            kern = getattr(self._load(), f"{self.name}_packed")
+            stem = build.__module__.rsplit(".", 1)[-1]
+            directory = _numba_cache_path(kernel_dir() / f"{self.module_name}.py")
+            jit = DriverJit(f"{self.module_name}.{stem}",
+                            f"{self.digest}:{_driver_digest(build.__module__)}", directory)
+            drivers = _DRIVERS[key] = JitModule(build(kern, jit))
+        return drivers
 
     @property
     def digest(self) -> str:

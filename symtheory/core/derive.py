@@ -33,11 +33,10 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 
 def tree_digest(root: Path) -> str:
-    """SHA-256 over the relative paths and contents of every ``.py`` file and driver
-    template (``.tmpl``, see :func:`~symtheory.core.codegen.render_template`) under ``root``."""
+    """SHA-256 over the relative paths and contents of every ``.py`` file under ``root``."""
     h = hashlib.sha256()
     root = Path(root)
-    for p in sorted([*root.rglob("*.py"), *root.rglob("*.tmpl")]):
+    for p in sorted(root.rglob("*.py")):
         h.update(p.relative_to(root).as_posix().encode() + b"\0")
         h.update(p.read_bytes() + b"\0")
     return h.hexdigest()

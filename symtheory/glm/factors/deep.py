@@ -46,11 +46,9 @@ import numpy as np
 from ...core.codegen import Kernel
 from ...core.quadrature import AdaptiveRule, TensorRule
 from ...core.validate import ParameterError
-from ..integrate.deep_driver import _DRIVER
-from ..integrate.laplace_qmc import TEMPLATE as _MIXTURE_TEMPLATE
+from ..integrate.drivers import deep as deep_drivers
 from ..integrate.laplace_qmc import LaplaceQMCRule, by_point_set, flip_patterns, rqmc_levels
 from ..integrate.moments import Moments
-from ..integrate.posterior_rules import TEMPLATE as _PEAK_TEMPLATE
 from .multi_index import MultiIndexModel
 from .reduced import ReducedChannel
 
@@ -82,13 +80,10 @@ class LaplaceQMCChannel(ReducedChannel):
         pf = len(self.free_rows)
         u_syms = [model.indices[a, m] for a in model.free_rows for m in range(M)]
         pars = list(model.param_symbols)
-        call = ", ".join([f"u[{a}, {m}]" for a in range(pf) for m in range(M)]
-                         + [f"pars[{i}]" for i in range(len(pars))] + ["tout"])
         self.qmc_kernel = Kernel(
             f"dp_{model.name}_mixing", u_syms + pars, list(model.reduction.mixing),
             doc=f"mixing T(u) of {model.name} and its Laplace-RQMC posterior driver",
-            extra_imports=("symtheory.core._moments_nb",),
-            extra_source=(_PEAK_TEMPLATE + _MIXTURE_TEMPLATE + _DRIVER).replace("CALL_ARGS", call))
+            packed=(pf, M))
         # sign flips of u (token-major flattening a M + m) that leave the link unchanged
         self.flips = flip_patterns(model, [a * M + m for a in model.free_rows for m in range(M)])
         self._points = {}
@@ -158,7 +153,8 @@ class LaplaceQMCChannel(ReducedChannel):
                 float(np.linalg.slogdet(C)[1]))
         logZ, mean = np.empty(n), np.empty((n, P * M))
         cov = np.empty((n, P * M, P * M))
-        drive = self.qmc_kernel.extra("{name}_rqmc")
+        drivers = self.qmc_kernel.drivers(deep_drivers.build)
+        drive = drivers.rqmc
         tcrit = rule.t95()
         # the smallest prior precision of u: the floor of a ridge component's curvatures
         pmin = float(1.0 / np.linalg.eigvalsh(Vuu).max())
@@ -170,7 +166,7 @@ class LaplaceQMCChannel(ReducedChannel):
         mix = (np.zeros((n, ncomp_max, dfree)), np.zeros((n, ncomp_max, dfree, dfree)),
                np.zeros((n, ncomp_max)), comps)
         n_adapt_pts = min(4 * rule.points, rule.max_points)
-        self.qmc_kernel.extra("{name}_rqmc_mixture")(
+        drivers.rqmc_mixture(
             *fixed, omega, *mats, self.flips, self._rqmc_points(n_adapt_pts)[-1],
             int(rule.scan), int(rule.starts), float(rule.inflate), pmin, ESS_ADD, ESS_DONE,
             float(rule.prior_share), int(rule.adapt), ADAPT_INFLATE, NEWTON_STEP, *mix)

@@ -15,11 +15,11 @@ import numpy as np
 import sympy as sp
 
 from ...core._moments_nb import moment_change_batch
-from ...core.codegen import Kernel, render_template
+from ...core.codegen import Kernel
 from ...core.quadrature import AdaptiveRule, TensorRule
 from ...core.validate import ParameterError
 from ..checks.symbolic import random_point_discrepancy
-from ..integrate.laplace_qmc import TEMPLATE as _MIXTURE_TEMPLATE
+from ..integrate.drivers import noise as noise_drivers
 from ..integrate.laplace_qmc import LaplaceQMCRule, by_point_set, flip_patterns, rqmc_levels
 from ..integrate.link_structure import NotApplicable, affine_split, breakpoints, discrete_structure
 from ..integrate.moments import Moments
@@ -88,8 +88,6 @@ class GaussianNoiseChannel(_OrthantChannel):
             except NotApplicable as exc:
                 self.breaks_note = f" (jumps not located: {exc})"
         pars = list(model.param_symbols)
-        call = ", ".join([f"zR[{r}]" for r in range(len(zR))]
-                         + [f"pars[{i}]" for i in range(len(pars))] + ["kout"])
         # derivatives for the Gauss-Newton search of the Laplace-RQMC rule (|R| >= 2); a
         # jump of the link (DiracDelta) only moves the proposal, never the estimate
         derivs = [sp.diff(e, zr).replace(sp.DiracDelta, lambda *a: sp.S.Zero)
@@ -97,9 +95,7 @@ class GaussianNoiseChannel(_OrthantChannel):
         self.kernel = Kernel(
             f"mi_{model.name}_affine", zR + pars, list(split.A) + list(split.b) + derivs,
             doc=f"A(z_R), b(z_R) of {model.name}: g = A z_S + b, then d/dz_R of each",
-            extra_imports=("symtheory.core._moments_nb",),
-            extra_source=render_template("symtheory.glm.integrate", "gaussian_noise_drivers.py.tmpl",
-                                         CALL_ARGS=call) + _MIXTURE_TEMPLATE)
+            packed=(len(zR),))
         # sign flips of z_R that leave the link unchanged (starts of the mode search)
         self.flips = flip_patterns(model, list(split.R))
         self._points = {}
@@ -188,8 +184,8 @@ class GaussianNoiseChannel(_OrthantChannel):
         tn, tw = np.ascontiguousarray(tn[keep]), np.ascontiguousarray(tw[keep])
         L_RR = np.linalg.cholesky(S_RR) if self.R.size else np.zeros((0, 0))
         logZ, mean, cov = np.empty(n), np.empty((n, d)), np.empty((n, d, d))
-        self.kernel.extra("{name}_tensor")(*common, np.ascontiguousarray(L_RR), tn, tw,
-                                           logZ, mean, cov)
+        self.kernel.drivers(noise_drivers.build).tensor(
+            *common, np.ascontiguousarray(L_RR), tn, tw, logZ, mean, cov)
         return logZ, mean, cov
 
     def _adaptive_tensor(self, rule, S_RR, sd, common):
@@ -246,7 +242,7 @@ class GaussianNoiseChannel(_OrthantChannel):
         logZ, mean, cov = np.empty(n), np.empty((n, d)), np.empty((n, d, d))
         sums = np.empty((n, rule.scrambles, 1 + d))
         comps = np.zeros(n, dtype=np.int64)
-        drive = self.kernel.extra("{name}_laplace")
+        drive = self.kernel.drivers(noise_drivers.build).laplace
         tcrit = rule.t95()
 
         def run(todo, npts):
@@ -284,7 +280,7 @@ class GaussianNoiseChannel(_OrthantChannel):
         logZ, mean, cov = np.empty(n), np.empty((n, d)), np.empty((n, d, d))
         err, level = np.empty(n), np.empty(n, dtype=np.int64)
         log_lsup = -0.5 * self.n_out * math.log(2 * math.pi * self.noise_variance)
-        self.kernel.extra("{name}_adaptive")(
+        self.kernel.drivers(noise_drivers.build).adaptive(
             *common, math.sqrt(S_RR[0, 0]), np.ascontiguousarray(self.breaks), gl_x, gl_w, sd,
             float(rule.rtol), int(rule.min_level), int(rule.max_level), _ADAPTIVE_T0,
             _ADAPTIVE_T_MAX, log_lsup,

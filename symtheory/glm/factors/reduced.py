@@ -16,9 +16,10 @@ import math
 import numpy as np
 
 from ...core._moments_nb import moment_change_batch
-from ...core.codegen import Kernel, render_template
+from ...core.codegen import Kernel
 from ...core.quadrature import TensorRule
 from ...core.validate import ParameterError
+from ..integrate.drivers import reduced as reduced_drivers
 from ..integrate.moments import Moments
 from .channel import MultiIndexChannel
 
@@ -55,16 +56,7 @@ class ReducedChannel(MultiIndexChannel):
         self.mixing_kernel = Kernel(
             f"mi_{model.name}_mixing", u_syms + pars, list(red.mixing),
             doc=f"mixing matrix T(u) of {model.name}",
-            extra_imports=("symtheory.core._moments_nb",),
-            extra_source=self._driver_source(len(u_syms), len(pars)))
-
-    def _driver_source(self, n_u, n_par):
-        M = self.M
-        pf = len(self.free_rows)
-        u_args = [f"u[{a}, {m}]" for a in range(pf) for m in range(M)]
-        p_args = [f"pars[{i}]" for i in range(n_par)]
-        call = ", ".join(u_args + p_args + ["tout"])
-        return render_template("symtheory.glm.integrate", "reduced_driver.py.tmpl", CALL_ARGS=call)
+            packed=(len(self.free_rows), self.M))
 
     def branches(self, y):
         """Per sample: ``E`` of each branch ``(n, K, M r)``, ``log|det|`` and validity."""
@@ -140,7 +132,7 @@ class ReducedChannel(MultiIndexChannel):
         mean = np.empty((n, self.P * self.M))
         cov = np.empty((n, self.P * self.M, self.P * self.M))
         pars = np.array(list(self.model.params.values()), dtype=float)
-        drive = self.mixing_kernel.extra("{name}_reduced")
+        drive = self.mixing_kernel.drivers(reduced_drivers.build).reduced
         drive(E, logjac, valid, omega, pars, self.free_rows, self.solved_rows, Luu, B, Cinv,
               logdetC, tn, tw, logZ, mean, cov)
         return logZ, mean, cov

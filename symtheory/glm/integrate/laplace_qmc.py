@@ -24,8 +24,8 @@ recomputed with 4x the points (2x when close, for the deep driver), up to
 
 Users: :mod:`symtheory.glm.factors.deep` (noiseless reduced deep links) and
 :class:`~symtheory.glm.factors.gaussian_noise.GaussianNoiseChannel` (``|R| >= 2`` non-affine indices
-under Gaussian output noise).  The Numba pieces are the template
-``symtheory/glm/templates/laplace_mixture.py.tmpl`` (:data:`TEMPLATE`).
+under Gaussian output noise).  The Numba pieces are in
+:mod:`symtheory.glm.integrate.drivers.mixture`.
 """
 from __future__ import annotations
 
@@ -35,12 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.codegen import render_template
 from ...core.validate import ParameterError
-
-#: the shared mixture / RQMC kernel source (``{name}`` filled by Kernel)
-TEMPLATE = render_template(__package__, "laplace_mixture.py.tmpl")
-
 
 @dataclass(frozen=True)
 class LaplaceQMCRule:

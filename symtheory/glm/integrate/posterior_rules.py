@@ -1,4 +1,4 @@
-"""Numba driver template for posterior moments of reduced deterministic channels with a
+"""Posterior moments of reduced deterministic channels with a
 rule that follows the posterior (used by :mod:`symtheory.glm.thresholds.weak_recovery`).
 
 The channel integral of smi.md Sec. 9 (Corollary E.1) over the free rows ``u``,
@@ -20,10 +20,6 @@ the discrete preimages of ``u -> X(u)``, smi.md 10.2), where a rule over the pri
 them.  With ``b = 2`` the prior component's share falls off quadratically inside a peak,
 so its nodes, spaced on the prior's scale, no longer hit the peak by chance.  Each
 component is integrated by the tensor Gauss-Hermite nodes ``tn, tw``.
+
+The drivers are in :mod:`symtheory.glm.integrate.drivers.posterior`.
 """
-
-from ...core.codegen import render_template
-
-#: the driver source (``{name}`` for Kernel, ``CALL_ARGS`` for the caller), kept as a
-#: reviewed source file: symtheory/glm/templates/posterior_rule_driver.py.tmpl
-TEMPLATE = render_template(__package__, "posterior_rule_driver.py.tmpl")

@@ -20,7 +20,7 @@ import sympy as sp
 from ...core.codegen import Kernel
 from ...core.quadrature import TensorRule
 from ...core.validate import ParameterError
-from .posterior_rules import TEMPLATE as _POSTERIOR_TEMPLATE
+from .drivers import posterior as posterior_drivers
 
 #: golden-section ratio (sqrt(5) - 1)/2 for the bracketing search
 GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
@@ -95,7 +95,7 @@ class ReducedPosterior:
     From the model's :class:`DeterministicReduction`: features ``phi(E)`` (the declared
     inversion features, else the observed head entries), their Jacobian
     ``det dphi/dE``, the branches ``E^(k)(phi)`` solved by SymPy, and the mixing ``T(u)``
-    with a generated Numba driver (:mod:`symtheory.glm.integrate.posterior_rules`) that integrates over the
+    with a Numba driver (:mod:`symtheory.glm.integrate.posterior_rules`) that integrates over the
     free rows with a prior rule or a peak-following mixture rule.  A branch is valid when
     it reproduces all features (or the whole head) to 1e-9 relative and its Jacobian is
     finite and non-zero.
@@ -150,13 +150,10 @@ class ReducedPosterior:
         M = self.M
         u_syms = [model.indices[a, m] for a in self.free_rows for m in range(M)]
         self.u_syms = u_syms
-        call = ", ".join([f"u[{a}, {m}]" for a in range(len(self.free_rows)) for m in range(M)]
-                         + [f"pars[{i}]" for i in range(len(pars))] + ["tout"])
         self.mixing_kernel = Kernel(
             f"lin_{model.name}_mixing", u_syms + pars, list(red.mixing), vector_args=u_syms,
             doc=f"mixing T(u) of {model.name} and its posterior-rule driver",
-            extra_imports=("symtheory.core._moments_nb",),
-            extra_source=_POSTERIOR_TEMPLATE.replace("CALL_ARGS", call))
+            packed=(len(self.free_rows), M))
         self.constant_mixing = not (red.mixing.free_symbols & set(u_syms))
 
     # ------------------------------------------------------------------ pieces
@@ -258,12 +255,12 @@ class ReducedPosterior:
                   np.ascontiguousarray(Cinv), logdetC)
         if max_peaks and dfree:
             # separate driver: Numba compiles the Newton search only when it is used
-            drive = self.mixing_kernel.extra("{name}_posterior")
+            drive = self.mixing_kernel.drivers(posterior_drivers.build).posterior
             drive(*common, np.ascontiguousarray(starts, dtype=float), tn, tw, int(max_peaks),
                   float(inflate), float(prior_weight), float(power), 1e-4, logZ, mean, cov,
                   peaks)
         else:
-            drive = self.mixing_kernel.extra("{name}_posterior_prior")
+            drive = self.mixing_kernel.drivers(posterior_drivers.build).posterior_prior
             drive(*common, tn, tw, logZ, mean, cov)
         return logZ, mean.reshape(n, P, M), cov, peaks
 

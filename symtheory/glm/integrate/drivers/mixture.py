@@ -1,33 +1,27 @@
-## Gaussian-mixture importance sampling with randomized QMC, shared by the posterior rules
-## that follow the likelihood (symtheory.glm.laplace_qmc documents the estimator; used by
-## the reduced deep channel of symtheory.glm.deep_posterior and the Gaussian-noise channel
-## of symtheory.glm.multi_index).  Rendered into the caller's generated kernel module;
-## lines starting with '##' are dropped.
-##
-## Placeholders: {name} -- the kernel's name, filled by Kernel.  Literal braces doubled.
-##
-## The helpers called at every point (mixture_logq, place, rqmc_add) run without reference
-## counting (_nrt=False: no allocation, no array views; symtheory.core._moments_nb says why).
-##
-## A mixture of `ncomp` Gaussians in `dfree` dimensions is held as: means cm[c], lower
-## Cholesky factors cL[c] of the covariances, their inverses cLi[c], log(weight) - log det
-## - dfree/2 log(2 pi) in clog[c], weights cw[c].  Component 0 is the defensive one.
-##
-## {name}_mixture_logq    log q(x) and the log of each weighted component
-## {name}_tril_solve      L^{-1} b without LAPACK (nothing may raise in a parallel region)
-## {name}_place           x = m_c + L_c t
-## {name}_finish_mixture  clog, cLi from cm, cL, cw
-## {name}_laplace_factor  Cholesky factor of inflate^2 inverse(-H)
-## {name}_dedup           is x within Mahalanobis distance 1 of a peak component?
-## {name}_peak_weights    prior_share on component 0, the rest by the peaks' log masses
-## {name}_refit_add / {name}_refit   moment-matching refit of the peak components on
-##                        weighted points (adaptive importance sampling)
-## {name}_rqmc_add        add a weighted point to the running sums of one scrambling
-## {name}_rqmc_finish     pooled moments and the 95% Student-t half-width over scramblings
-## {name}_rqmc_sums       per-scrambling weight and first-moment sums (any pooling later)
+"""Gaussian-mixture importance sampling with randomized QMC: the model-independent
+pieces of the posterior rules that follow the likelihood (:mod:`..laplace_qmc` documents
+the estimator; used by the drivers :mod:`.noise` and :mod:`.deep`).
+
+A mixture of ``ncomp`` Gaussians in ``dfree`` dimensions is held as: means ``cm[c]``,
+lower Cholesky factors ``cL[c]`` of the covariances, their inverses ``cLi[c]``,
+``log(weight) - log det - dfree/2 log(2 pi)`` in ``clog[c]``, weights ``cw[c]``.
+Component 0 is the defensive one.
+
+The helpers called at every point (mixture_logq, place, rqmc_add) run without reference
+counting (``_nrt=False``: no allocation, no array views; :mod:`symtheory.core._moments_nb`
+says why).
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from ....core import _moments_nb as mnb
 
 @numba.njit(cache=True, _nrt=False)
-def {name}_mixture_logq(x, cm, cLi, clog, ncomp, lqc):
+def mixture_logq(x, cm, cLi, clog, ncomp, lqc):
     """log of the Gaussian mixture density at x; the log of each weighted component
     into lqc."""
     dfree = x.shape[0]
@@ -51,7 +45,7 @@ def {name}_mixture_logq(x, cm, cLi, clog, ncomp, lqc):
 
 
 @numba.njit(cache=True)
-def {name}_tril_solve(L, b, out):
+def tril_solve(L, b, out):
     """out = inverse(L) b for a lower-triangular L (no LAPACK: nothing may raise inside the
     parallel region)."""
     n = L.shape[0]
@@ -63,7 +57,7 @@ def {name}_tril_solve(L, b, out):
 
 
 @numba.njit(cache=True, _nrt=False)
-def {name}_place(cm, cL, c, t, x):
+def place(cm, cL, c, t, x):
     """x = m_c + L_c t: the point of component c at the standard normal node t."""
     for i in range(x.shape[0]):
         acc = cm[c, i]
@@ -73,10 +67,10 @@ def {name}_place(cm, cL, c, t, x):
 
 
 @numba.njit(cache=True)
-def {name}_finish_mixture(cm, cL, cLi, clog, cw, ncomp, dfree):
+def finish_mixture(cm, cL, cLi, clog, cw, ncomp, dfree):
     """log(weight / det) and the inverse Cholesky factor of every component."""
-    e = numpy.zeros(dfree)
-    col = numpy.zeros(dfree)
+    e = np.zeros(dfree)
+    col = np.zeros(dfree)
     for c in range(ncomp):
         ld = 0.0
         for i in range(dfree):
@@ -85,24 +79,24 @@ def {name}_finish_mixture(cm, cL, cLi, clog, cw, ncomp, dfree):
         for j in range(dfree):
             e[:] = 0.0
             e[j] = 1.0
-            {name}_tril_solve(cL[c], e, col)
+            tril_solve(cL[c], e, col)
             for i in range(dfree):
                 cLi[c, i, j] = col[i]
 
 
 @numba.njit(cache=True)
-def {name}_laplace_factor(H, inflate, Lc):
+def laplace_factor(H, inflate, Lc):
     """Lower Cholesky factor of inflate^2 inverse(-H) into Lc; False if -H is not
     numerically positive definite."""
     d = H.shape[0]
     A = -H.copy()
-    if symtheory.core._moments_nb.cholesky_logdet(A) == -math.inf:
+    if mnb.cholesky_logdet(A) == -math.inf:
         return False
-    e = numpy.zeros(d)
+    e = np.zeros(d)
     for j in range(d):
         e[:] = 0.0
         e[j] = 1.0
-        symtheory.core._moments_nb.cholesky_solve(A, e)
+        mnb.cholesky_solve(A, e)
         for i in range(d):
             Lc[i, j] = e[i] * inflate * inflate
     for i in range(d):
@@ -110,28 +104,28 @@ def {name}_laplace_factor(H, inflate, Lc):
             v = 0.5 * (Lc[i, j] + Lc[j, i])
             Lc[i, j] = v
             Lc[j, i] = v
-    return symtheory.core._moments_nb.cholesky_logdet(Lc) > -math.inf
+    return mnb.cholesky_logdet(Lc) > -math.inf
 
 
 @numba.njit(cache=True)
-def {name}_dedup(x, cm, cL, ncomp, work):
+def dedup(x, cm, cL, ncomp, work):
     """True if x lies within Mahalanobis distance 1 of a peak component (1..ncomp-1)."""
     for c in range(1, ncomp):
         dlt = x - cm[c]
-        {name}_tril_solve(cL[c], dlt, work)
-        if numpy.sum(work * work) < 1.0:
+        tril_solve(cL[c], dlt, work)
+        if np.sum(work * work) < 1.0:
             return True
     return False
 
 
 @numba.njit(cache=True)
-def {name}_peak_weights(cw, ncomp, prior_share):
+def peak_weights(cw, ncomp, prior_share):
     """cw[1:ncomp] hold the peaks' log masses on entry; on exit the mixture weights:
     prior_share on component 0, the rest in proportion to the masses."""
     if ncomp == 1:
         cw[0] = 1.0
         return
-    top = numpy.max(cw[1:ncomp])
+    top = np.max(cw[1:ncomp])
     tot = 0.0
     for c in range(1, ncomp):
         cw[c] = math.exp(cw[c] - top)
@@ -142,7 +136,7 @@ def {name}_peak_weights(cw, ncomp, prior_share):
 
 
 @numba.njit(cache=True)
-def {name}_refit_add(x, lw, lq, lqc, ncomp, A0, Asq, A1, A2, aref):
+def refit_add(x, lw, lq, lqc, ncomp, A0, Asq, A1, A2, aref):
     """Add the point x of log weight lw (target / mixture) to the responsibility-weighted
     sums of every peak component (scaled by exp(-aref)); returns the new aref."""
     dfree = x.shape[0]
@@ -167,7 +161,7 @@ def {name}_refit_add(x, lw, lq, lqc, ncomp, A0, Asq, A1, A2, aref):
 
 
 @numba.njit(cache=True)
-def {name}_refit(A0, Asq, A1, A2, cm, cL, cLi, clog, cw, ncomp, prior_share, adapt_inflate):
+def refit(A0, Asq, A1, A2, cm, cL, cLi, clog, cw, ncomp, prior_share, adapt_inflate):
     """Moment-matching refit of each peak component with enough effective points
     (ESS >= 4 (d + 1)); weights by responsibility.  False if nothing was weighted."""
     dfree = cm.shape[1]
@@ -180,30 +174,25 @@ def {name}_refit(A0, Asq, A1, A2, cm, cL, cLi, clog, cw, ncomp, prior_share, ada
         if A0[c] <= 0 or A0[c] * A0[c] < 4.0 * (dfree + 1) * Asq[c]:
             continue
         mu = A1[c] / A0[c]
-        Cv = numpy.empty((dfree, dfree))
+        Cv = np.empty((dfree, dfree))
         for i in range(dfree):
             for k2 in range(i + 1):
                 Cv[i, k2] = (A2[c, i, k2] / A0[c] - mu[i] * mu[k2]) * adapt_inflate ** 2
                 Cv[k2, i] = Cv[i, k2]
-        if not numpy.all(numpy.isfinite(Cv)):
+        if not np.all(np.isfinite(Cv)):
             continue
-        if symtheory.core._moments_nb.cholesky_logdet(Cv) == -math.inf:
+        if mnb.cholesky_logdet(Cv) == -math.inf:
             continue
         cm[c] = mu
         cL[c] = Cv
     for c in range(1, ncomp):
         cw[c] = (1.0 - prior_share) * max(A0[c], 1e-3 * tot_mass) / tot_mass
-    nrm = 0.0
-    for c in range(1, ncomp):
-        nrm += cw[c]
-    for c in range(1, ncomp):
-        cw[c] *= (1.0 - prior_share) / nrm
-    {name}_finish_mixture(cm, cL, cLi, clog, cw, ncomp, dfree)
+    renormalize(cm, cL, cLi, clog, cw, ncomp, prior_share)
     return True
 
 
 @numba.njit(cache=True, _nrt=False)
-def {name}_rqmc_add(rr, lw, z, S0, S1, S2, z0, ref):
+def rqmc_add(rr, lw, z, S0, S1, S2, z0, ref):
     """Add the point z of log weight lw to the sums of scrambling rr (centred at z0,
     scaled by exp(-ref), rescaled when lw exceeds ref); returns (ref, its weight)."""
     d = z.shape[0]
@@ -232,7 +221,7 @@ def {name}_rqmc_add(rr, lw, z, S0, S1, S2, z0, ref):
 
 
 @numba.njit(cache=True)
-def {name}_rqmc_sums(S0, S1, z0, s, out_sums):
+def rqmc_sums(S0, S1, z0, s, out_sums):
     """Per scrambling rr: out_sums[s, rr, 0] = its weight sum, out_sums[s, rr, 1 + a] = its
     sum of w z_a (one common scale per sample), so that E[z] can be pooled over any set of
     scramblings -- estimates over disjoint sets are independent given the proposal (built
@@ -246,36 +235,36 @@ def {name}_rqmc_sums(S0, S1, z0, s, out_sums):
 
 
 @numba.njit(cache=True)
-def {name}_rqmc_finish(S0, S1, S2, z0, ref, npt, tcrit, sd, broken, s, out_logZ, out_mean,
+def rqmc_finish(S0, S1, S2, z0, ref, npt, tcrit, sd, broken, s, out_logZ, out_mean,
                        out_cov, out_err):
     """Pooled (log Z, E[z], Cov[z]) of the R scramblings (npt points each) into row s; the
     error: Student-t 95% half-width of the mean of the per-scrambling estimates, in natural
     units (log Z; means over sd; covariances over products of sd)."""
     R = S0.shape[0]
     d = z0.shape[0]
-    T0 = numpy.sum(S0)
+    T0 = np.sum(S0)
     if not (T0 > 0) or ref == -math.inf:
         out_logZ[s] = -math.inf
-        out_mean[s] = numpy.nan
-        out_cov[s] = numpy.nan
+        out_mean[s] = np.nan
+        out_cov[s] = np.nan
         out_err[s] = math.inf
         return
     out_logZ[s] = ref + math.log(T0 / (R * npt))
-    mu = numpy.zeros(d)
+    mu = np.zeros(d)
     for a in range(d):
-        mu[a] = numpy.sum(S1[:, a]) / T0
+        mu[a] = np.sum(S1[:, a]) / T0
         out_mean[s, a] = z0[a] + mu[a]
     for a in range(d):
         for b in range(a + 1):
-            v = numpy.sum(S2[:, a, b]) / T0 - mu[a] * mu[b]
+            v = np.sum(S2[:, a, b]) / T0 - mu[a] * mu[b]
             out_cov[s, a, b] = v
             out_cov[s, b, a] = v
     err = 0.0
-    if numpy.min(S0) <= 0 or broken:
+    if np.min(S0) <= 0 or broken:
         err = math.inf
     else:
         nmom = 1 + d + d * (d + 1) // 2
-        est = numpy.empty((R, nmom))
+        est = np.empty((R, nmom))
         for rr in range(R):
             est[rr, 0] = math.log(S0[rr])
             k = 1
@@ -288,7 +277,18 @@ def {name}_rqmc_finish(S0, S1, S2, z0, ref, npt, tcrit, sd, broken, s, out_logZ,
                                   - S1[rr, a] * S1[rr, b] / (S0[rr] * S0[rr])) / (sd[a] * sd[b])
                     k += 1
         for k in range(nmom):
-            mk = numpy.mean(est[:, k])
-            var = numpy.sum((est[:, k] - mk) ** 2) / (R - 1)
+            mk = np.mean(est[:, k])
+            var = np.sum((est[:, k] - mk) ** 2) / (R - 1)
             err = max(err, tcrit * math.sqrt(var / R))
     out_err[s] = err
+
+
+@numba.njit(cache=True)
+def renormalize(cm, cL, cLi, clog, cw, ncomp, prior_share):
+    """Scale the peak weights cw[1:ncomp] to sum to 1 - prior_share, then finish_mixture."""
+    nrm = 0.0
+    for c in range(1, ncomp):
+        nrm += cw[c]
+    for c in range(1, ncomp):
+        cw[c] *= (1.0 - prior_share) / nrm
+    finish_mixture(cm, cL, cLi, clog, cw, ncomp, cm.shape[1])
