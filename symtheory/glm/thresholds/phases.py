@@ -122,9 +122,11 @@ def _grid(v_max, V_min, n):
 
 
 def phase_transitions(se: ScalarGlmSE, *, V_min: float = 1e-30, points: int = 90,
-                      check_rtol: float = 1e-10) -> PhaseReport:
+                      check_rtol: float = 1e-10, precision: int | None = None) -> PhaseReport:
     """The transitions of the module docstring for ``se``, each with its error bar (the
-    same computation at ``check_rtol``)."""
+    same computation at ``check_rtol``); with ``precision`` (digits) each is confirmed in
+    mpmath at that many and twice as many digits
+    (:func:`~symtheory.glm.thresholds.phases_mp.confirm_digits`)."""
     if not (0 < V_min < 1e-3 * se.v_max):
         raise ValueError(f"V_min must be in (0, 1e-3 v_max), got {V_min}")
     main = _transitions(_Curve(se), V_min, points)
@@ -147,11 +149,15 @@ def phase_transitions(se: ScalarGlmSE, *, V_min: float = 1e-30, points: int = 90
         if t.error is None:
             t.message += "; not found at the looser quadrature tolerance: no error bar"
             t.error = math.inf
-    return PhaseReport(value=main["transitions"], curve=main["curve"], converged=all(
+    report = PhaseReport(value=main["transitions"], curve=main["curve"], converged=all(
         math.isfinite(t.error) for t in main["transitions"]),
         perfect_recovery=main["perfect_recovery"], trivial=main["trivial"],
         method=f"fixed-point curve alpha(V), {points} points from v_max to {V_min:g}",
         message=main["message"])
+    if precision is not None:
+        from .phases_mp import confirm_digits
+        confirm_digits(se, report, precision)
+    return report
 
 
 def _transitions(curve: _Curve, V_min, n) -> dict:

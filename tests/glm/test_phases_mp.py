@@ -1,0 +1,97 @@
+"""The mpmath path of the phase transitions (symtheory.glm.thresholds.phases_mp) against
+the independent 25-digit references of tests/glm/test_phases.py (an mpmath implementation
+written apart from the package, 30- and 60-digit runs agreeing on 25 digits)."""
+from __future__ import annotations
+
+import time
+
+import mpmath
+import pytest
+import sympy as sp
+from scipy.special import ndtri
+
+from symtheory.glm.factors import separable_prior as S
+from symtheory.glm.factors.scalar import likelihood_channel, sign_channel
+from symtheory.glm.se.scalar_glm import ScalarGlmSE
+from symtheory.glm.thresholds import phases_mp as M
+from symtheory.glm.thresholds.phases import phase_transitions
+
+#: the references as strings (25 digits; a float literal would keep 17)
+PERCEPTRON = {"alpha_alg": "1.492631818230351274145863", "alpha_IT": "1.244683989850690279092058"}
+DOOR_ALPHA_C = "1.360459304311955025440247"
+
+
+@pytest.fixture(scope="module")
+def door():
+    """``y = sign(|u| - K)``, ``K = Phi^{-1}(3/4)``, as in tests/glm/test_phases.py."""
+    y, u = sp.symbols("y u", real=True)
+    K = sp.Symbol("K", positive=True)
+    lik = sp.Piecewise((sp.Heaviside(u - K) + sp.Heaviside(-u - K), sp.Eq(y, 1)),
+                       (sp.Heaviside(K - u) * sp.Heaviside(u + K), sp.Eq(y, -1)), (0, True))
+    ch = likelihood_channel("toy_door", lik, y, u, params=(K,), y_levels=(-1, 1),
+                            check_ranges={K: (0.2, 2.0)})
+    return ScalarGlmSE(ch, S.rademacher(), (float(ndtri(0.75)),))
+
+
+def _rel(a, ref):
+    return abs(mpmath.mpf(a) - mpmath.mpf(ref)) / mpmath.mpf(ref)
+
+
+@pytest.mark.slow
+def test_binary_perceptron_thresholds_to_18_digits():
+    """At dps = 20 (25 working digits) both thresholds within 1e-18 of the reference: the
+    reference carries 25 digits, so 1e-18 leaves the mpmath path two of its 20 digits
+    for the quadrature's and the root's tolerances (measured: 1e-24).  The 20- and
+    40-digit runs must agree on >= 15 digits (measured: 20, the cap)."""
+    se = ScalarGlmSE(sign_channel(noise=False), S.rademacher())
+    t0 = time.perf_counter()
+    rep = phase_transitions(se, precision=20)
+    elapsed = time.perf_counter() - t0
+    found = {t.kind: t for t in rep.transitions}
+    assert set(found) == set(PERCEPTRON), rep.message
+    for kind, ref in PERCEPTRON.items():
+        t = found[kind]
+        a20, a40 = t.mp_values
+        with mpmath.workdps(50):
+            assert _rel(a20, ref) < 1e-18, (kind, a20)
+            assert _rel(a40, ref) < 1e-18, (kind, a40)
+        assert t.digits_confirmed >= 15, t.message
+        assert "digits confirmed" in t.message
+    print(f"phase_transitions(precision=20), perceptron: {elapsed:.1f} s")
+
+
+def test_door_alpha_c_and_trivial_crossing_at_20_and_40_digits(door):
+    """``alpha_c = -1/(v_max^2 Psi'(v_max))`` (Stein's lemma, derivatives by SymPy) at
+    the exact ``K = sqrt(2) erfinv(1/2)``: the 25-digit reference to 1e-18 at 20 digits
+    (same margin as above); the crossing with the trivial point is exactly 1
+    (``psi_c(inf) = -log 2 = psi_out(v_max)``)."""
+    curve = M.MpCurve(door, params=(sp.sqrt(2) * sp.erfinv(sp.Rational(1, 2)),))
+    vals = []
+    for dps in (20, 40):
+        with mpmath.workdps(dps + M.GUARD):
+            vals.append(M.alpha_c(curve)[0])
+            assert abs(M.alpha_it(curve, None)[0] - 1) < mpmath.mpf(10) ** -dps
+    with mpmath.workdps(50):
+        assert _rel(vals[0], DOOR_ALPHA_C) < 1e-18
+        assert M._agreement(vals[0], vals[1], 20) == 20
+
+
+def test_mp_curve_point_matches_float64():
+    """One point of the curve through the bracketed inverse prior map, against the float64
+    state evolution (rtol 1e-12; 1e-11 leaves a factor 10)."""
+    se = ScalarGlmSE(sign_channel(noise=False), S.rademacher())
+    curve = M.MpCurve(se)
+    ref = se.point(0.3)
+    with mpmath.workdps(20):
+        p = curve.point(mpmath.mpf("0.3"))
+        assert abs(p["V"] - mpmath.mpf("0.3")) < mpmath.mpf(10) ** -18
+        assert float(p["alpha"]) == pytest.approx(ref["alpha"], rel=1e-11)
+        assert float(curve.phi(p["qhat"])) == pytest.approx(ref["phi"], rel=1e-11)
+
+
+def test_density_prior_is_refused_by_name():
+    w = sp.Symbol("w", real=True)
+    prior = S.SeparablePrior("std_normal_density", [
+        S.density_component(sp.exp(-w ** 2 / 2) / sp.sqrt(2 * sp.pi), w)])
+    with pytest.raises(NotImplementedError, match="density"):
+        M.MpPrior(prior)
