@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .aim.cli import register as register_aim
 
     register_aim(sub)
+    from .glm.cli import register as register_glm
+
+    register_glm(sub)
     from .sweep.cli import register as register_sweep
 
     register_sweep(sub)

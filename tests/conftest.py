@@ -9,6 +9,7 @@ derandomized for reproducible CI logs.  ``thorough`` (1000 examples) is what the
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("default", deadline=None, max_examples=25,
@@ -27,3 +28,18 @@ REFERENCE = Path(os.environ.get("SYMTHEORY_REFERENCE", Path(__file__).resolve().
 def pytest_addoption(parser):
     parser.addoption("--refresh-golden", action="store_true", default=False,
                      help="rewrite the generated-kernel snapshots under tests/golden/")
+
+
+#: the package's example declarations (tests load them as a user runs them)
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.fixture(scope="session")
+def door():
+    """``(channel, params)`` of the symmetric door ``y = sign(|u| - K)`` with ``K =
+    Phi^{-1}(3/4)`` (``P(y = 1) = 1/2``), from examples/symmetric_door.py."""
+    import runpy
+
+    from scipy.special import ndtri
+
+    return runpy.run_path(str(EXAMPLES / "symmetric_door.py"))["channel"], (float(ndtri(0.75)),)

@@ -103,7 +103,7 @@ def test_token_gamp_refuses_a_teacher_with_a_zero_row(phase_retrieval):
 def test_damped_bsr_gamp_rie_lands_on_the_bayes_optimal_error():
     """BSR GAMP-RIE (glm.gamp.loop via bsr.gamp) at d = 60, beta = 1, rho = 0.5, alpha = 0.4,
     noiseless, damping 0.3: final error within 0.04 of the Bayes-optimal one (the
-    finite-size tolerance of tests/test_bsr_finite.py: fluctuations O(1/sqrt n) ~ 0.02)
+    finite-size tolerance of tests/bsr/test_bsr_finite.py: fluctuations O(1/sqrt n) ~ 0.02)
     and within 1e-3 of the undamped run on the same data (same fixed point)."""
     from symtheory.bsr import data as D
     from symtheory.bsr.gamp import gamp_rie
@@ -219,7 +219,7 @@ def test_fixed_point_stderr_is_finite_at_the_trivial_fixed_point():
     model = MultiIndexModel("product_two_rows", sp.Matrix([[z0], [z1]]), sp.Matrix([[z0 * z1]]))
     # the engine is under test, not the channel: Gauss-Hermite 12 is cheap but misses
     # dg_out by ~0.4 on this link, which the declaration check rightly refuses
-    # (tests/test_multi_index.py), so the check is skipped explicitly here
+    # (tests/glm/test_multi_index.py), so the check is skipped explicitly here
     se = StateEvolution(model, 0.02, samples=500, seed=0, noise_variance=0.1,
                         rule=TensorRule("gauss-hermite", 12), check_channel=False)
     assert se.structure == "full" and (0, 1) in se._free_entries()

@@ -2,7 +2,7 @@
 
 **Unverified against any paper**: aim.md 3.7 derives the state evolution but no paper
 table or code exists for it (the authors' repository has depth 1 only).  What checks it
-here is a GAMP simulation at finite ``d`` (``tests/test_aim_deep.py``).
+here is a GAMP simulation at finite ``d`` (``tests/aim/test_aim_deep.py``).
 
 Model (aim.md 1.3, trace-subtracted indices): ``depth`` = L layers with independent
 priors ``S_l = W_l W_l^T/sqrt(r d)`` (``rho = r/d`` for every layer), indices

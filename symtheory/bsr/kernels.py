@@ -29,7 +29,7 @@ from . import model as M
 _THEORY = None
 
 # safety factors of the spectral error estimate (validated against mpmath in
-# tests/test_bsr_edges.py): drift of mass/moment -> relative error of int mu^3,
+# tests/bsr/test_bsr_edges.py): drift of mass/moment -> relative error of int mu^3,
 # and units of rounding of the cancelling sum D - c1 I1 - c2 I2
 DRIFT_FACTOR = 8.0
 ROUNDING_FACTOR = 64.0

@@ -4,6 +4,8 @@ Coefficient convention: ``A[k, j]`` multiplies ``G**k * x**j``.
 """
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -183,51 +185,62 @@ def tanh_sinh(a, b, level, only_new):
     return x, h * w
 
 
-# Template of the fused integration driver generated next to each integrand kernel.
-INTEGRATE_TEMPLATE = '''
-@numba.njit(cache=True, error_model="numpy")
-def {name}_integrate(A, pieces, {params}, rtol, max_level, total, err):
-    """Tanh-sinh integrals of the integrands over pieces[i] = (a, b); returns (nodes, converged)."""
-    n_out = total.shape[0]
-    used = 0
-    all_ok = True
-    cur = numpy.zeros(n_out)
-    prev = numpy.zeros(n_out)
-    acc = numpy.zeros(n_out)
-    for p in range(pieces.shape[0]):
-        a = pieces[p, 0]
-        b = pieces[p, 1]
-        acc[:] = 0.0
-        ok = False
-        for level in range(max_level + 1):
-            x, w = symtheory.core._spectral_nb.tanh_sinh(a, b, level, level > 0)
-            g = numpy.empty(x.shape[0], dtype=numpy.complex128)
-            symtheory.core._spectral_nb.upper_roots_continued(A, x, g)
-            mu = numpy.maximum(g.imag, 0.0) / math.pi
-            H = g.real.copy()
-            vals = numpy.empty((x.shape[0], n_out))
-            {name}_vec(x, mu, H, {params}, vals)
-            used += x.shape[0]
-            for j in range(n_out):
-                s = 0.0
+def build_integrate(kern, jit):
+    """The fused integration driver of one integrand kernel (a
+    :meth:`~symtheory.core.codegen.Kernel.drivers` factory): ``integrate(A, pieces, pars,
+    rtol, max_level, total, err)`` adds ``int f_j(x, mu(x), H(x); pars) dx`` over every
+    piece ``(a, b)`` of ``pieces`` into ``total`` (nested tanh-sinh, refined until two
+    levels agree to ``rtol``; their difference into ``err``) and returns ``(nodes used,
+    every piece converged)``.  ``kern(xin, pars, out)`` is the integrands' packed kernel,
+    ``xin = (x, mu, H)``."""
+    from types import SimpleNamespace
+
+    @jit(error_model="numpy")
+    def integrate(A, pieces, pars, rtol, max_level, total, err):
+        n_out = total.shape[0]
+        used = 0
+        all_ok = True
+        cur = np.zeros(n_out)
+        prev = np.zeros(n_out)
+        acc = np.zeros(n_out)
+        xin = np.empty(3)
+        for p in range(pieces.shape[0]):
+            a = pieces[p, 0]
+            b = pieces[p, 1]
+            acc[:] = 0.0
+            ok = False
+            for level in range(max_level + 1):
+                x, w = tanh_sinh(a, b, level, level > 0)
+                g = np.empty(x.shape[0], dtype=np.complex128)
+                upper_roots_continued(A, x, g)
+                vals = np.empty((x.shape[0], n_out))
                 for i in range(x.shape[0]):
-                    s += w[i] * vals[i, j]
-                acc[j] += s
-                cur[j] = acc[j] * 2.0 ** (-level)
-            if level >= 3:
-                ok = True
+                    xin[0] = x[i]
+                    xin[1] = max(g[i].imag, 0.0) / math.pi
+                    xin[2] = g[i].real
+                    kern(xin, pars, vals[i])
+                used += x.shape[0]
                 for j in range(n_out):
-                    if not abs(cur[j] - prev[j]) <= rtol * max(abs(cur[j]), 1e-300):
-                        ok = False
-                if ok or level == max_level:
-                    break
-            prev[:] = cur
-        for j in range(n_out):
-            total[j] += cur[j]
-            err[j] += abs(cur[j] - prev[j])
-        all_ok = all_ok and ok
-    return used, all_ok
-'''
+                    s = 0.0
+                    for i in range(x.shape[0]):
+                        s += w[i] * vals[i, j]
+                    acc[j] += s
+                    cur[j] = acc[j] * 2.0 ** (-level)
+                if level >= 3:
+                    ok = True
+                    for j in range(n_out):
+                        if not abs(cur[j] - prev[j]) <= rtol * max(abs(cur[j]), 1e-300):
+                            ok = False
+                    if ok or level == max_level:
+                        break
+                prev[:] = cur
+            for j in range(n_out):
+                total[j] += cur[j]
+                err[j] += abs(cur[j] - prev[j])
+            all_ok = all_ok and ok
+        return used, all_ok
+
+    return SimpleNamespace(integrate=integrate)
 
 
 @numba.njit(cache=True)

@@ -16,7 +16,7 @@ closed values for *every* probability density (with ``H`` its Hilbert transform
 :class:`LinearSpectralFunctional` then evaluates the reduced expression with a
 generated kernel, computing only the integrals whose coefficient is non-zero at the
 given parameters (so ``(beta - 1)^2 int mu/x^2`` is never evaluated as ``0 * inf``).
-Each identity is checked numerically in ``tests/test_spectral.py``.
+Each identity is checked numerically in ``tests/bsr/test_spectral.py``.
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ sign conditions (smi.md Sec. 3 with ``P_out(y|Z)`` piecewise constant): for
   the error estimate.  Weights are ``exp(h(t) - h(t*)) <= 1``: no overflow, and
   ``log P`` is exact in the tails (no ``Phi_2`` difference of nearly equal numbers).
 
-Checked against mpmath in ``tests/test_multi_index.py``.
+Checked against mpmath in ``tests/glm/test_multi_index.py``.
 """
 from __future__ import annotations
 

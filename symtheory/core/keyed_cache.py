@@ -10,7 +10,7 @@ kernel's module name, beside the kernel's own entries, so that each model has it
 index and data files.
 
 Uses Numba internals (``Dispatcher._cache``, ``IndexDataCacheFile``), pinned by
-``numba>=0.68,<0.69``; tests/test_cache.py checks the load in a second process.
+``numba>=0.68,<0.69``; tests/core/test_cache.py checks the load in a second process.
 """
 from __future__ import annotations
 

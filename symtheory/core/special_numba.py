@@ -2,7 +2,7 @@
 
 Generated kernels call these by their fully qualified name
 (``symtheory.core.special_numba.erfcx(x)``).  Accuracy is checked against mpmath in
-``tests/test_special.py`` (relative error below 1e-13 on [-30, 30], tails included).
+``tests/core/test_special.py`` (relative error below 1e-13 on [-30, 30], tails included).
 """
 from __future__ import annotations
 

@@ -231,8 +231,7 @@ class AlgebraicSpectralLaw:
             k = Kernel(f"{self.name}_{key}", (x, mu, H) + self.params, list(exprs),
                        vector_args=(x, mu, H),
                        doc=f"spectral integrands {key} of {self.name}",
-                       extra_imports=("symtheory.core._spectral_nb",),
-                       extra_source=nb.INTEGRATE_TEMPLATE)
+                       packed=(3,))
             self._integrand_kernels[key] = k
         return k
 
@@ -251,9 +250,9 @@ class AlgebraicSpectralLaw:
         pieces = self.pieces(*params, support=sup, half=self.even)
         total = np.zeros(kernel.n_out)
         err = np.zeros(kernel.n_out)
-        nodes, converged = kernel.extra("{name}_integrate")(
-            A, np.asarray(pieces, dtype=float), *map(float, params), float(rtol), int(max_level),
-            total, err)
+        nodes, converged = kernel.drivers(nb.build_integrate).integrate(
+            A, np.asarray(pieces, dtype=float), np.array(params, dtype=float), float(rtol),
+            int(max_level), total, err)
         if self.even:
             total *= 2.0
             err *= 2.0

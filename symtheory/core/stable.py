@@ -26,7 +26,7 @@ input (any scaling, any argument)    output
 
 ``Phi`` is an internal placeholder (the standard normal CDF) that SymPy cannot
 "simplify" back; it never survives :func:`stabilize`.  The rules are identities;
-``tests/test_channels.py`` checks the rewritten expressions against the originals in
+``tests/glm/test_channels.py`` checks the rewritten expressions against the originals in
 mpmath at high precision, and their float64 kernels in the tails.
 """
 from __future__ import annotations

@@ -11,11 +11,10 @@ import mpmath
 import numpy as np
 import pytest
 import sympy as sp
-from scipy.special import ndtri
 
 from symtheory.core.validate import ParameterError
 from symtheory.glm.factors import separable_prior as S
-from symtheory.glm.factors.scalar import likelihood_channel, sign_channel
+from symtheory.glm.factors.scalar import sign_channel
 from symtheory.glm.se.scalar_glm import ScalarGlmSE
 from symtheory.glm.thresholds.phases import phase_transitions
 
@@ -23,18 +22,6 @@ from symtheory.glm.thresholds.phases import phase_transitions
 PERCEPTRON = {"alpha_alg": 1.492631818230351274145863, "alpha_IT": 1.244683989850690279092058}
 DOOR = {"alpha_c": 1.360459304311955025440247, "alpha_alg": 1.566433056107812134614135,
         "alpha_IT": 1.0}
-
-
-@pytest.fixture(scope="module")
-def door():
-    """``y = sign(|u| - K)`` with ``K = Phi^{-1}(3/4)`` (``P(y = 1) = 1/2``)."""
-    y, u = sp.symbols("y u", real=True)
-    K = sp.Symbol("K", positive=True)
-    lik = sp.Piecewise((sp.Heaviside(u - K) + sp.Heaviside(-u - K), sp.Eq(y, 1)),
-                       (sp.Heaviside(K - u) * sp.Heaviside(u + K), sp.Eq(y, -1)), (0, True))
-    ch = likelihood_channel("toy_door", lik, y, u, params=(K,), y_levels=(-1, 1),
-                            check_ranges={K: (0.2, 2.0)})
-    return ch, (float(ndtri(0.75)),)
 
 
 def _check(report, reference):

@@ -8,10 +8,9 @@ import time
 import mpmath
 import pytest
 import sympy as sp
-from scipy.special import ndtri
 
 from symtheory.glm.factors import separable_prior as S
-from symtheory.glm.factors.scalar import likelihood_channel, sign_channel
+from symtheory.glm.factors.scalar import sign_channel
 from symtheory.glm.se.scalar_glm import ScalarGlmSE
 from symtheory.glm.thresholds import phases_mp as M
 from symtheory.glm.thresholds.phases import phase_transitions
@@ -22,15 +21,9 @@ DOOR_ALPHA_C = "1.360459304311955025440247"
 
 
 @pytest.fixture(scope="module")
-def door():
-    """``y = sign(|u| - K)``, ``K = Phi^{-1}(3/4)``, as in tests/glm/test_phases.py."""
-    y, u = sp.symbols("y u", real=True)
-    K = sp.Symbol("K", positive=True)
-    lik = sp.Piecewise((sp.Heaviside(u - K) + sp.Heaviside(-u - K), sp.Eq(y, 1)),
-                       (sp.Heaviside(K - u) * sp.Heaviside(u + K), sp.Eq(y, -1)), (0, True))
-    ch = likelihood_channel("toy_door", lik, y, u, params=(K,), y_levels=(-1, 1),
-                            check_ranges={K: (0.2, 2.0)})
-    return ScalarGlmSE(ch, S.rademacher(), (float(ndtri(0.75)),))
+def door_se(door):
+    """The symmetric door's SE (tests/glm/conftest.py) with the Rademacher prior."""
+    return ScalarGlmSE(door[0], S.rademacher(), door[1])
 
 
 def _rel(a, ref):
@@ -60,12 +53,12 @@ def test_binary_perceptron_thresholds_to_18_digits():
     print(f"phase_transitions(precision=20), perceptron: {elapsed:.1f} s")
 
 
-def test_door_alpha_c_and_trivial_crossing_at_20_and_40_digits(door):
+def test_door_alpha_c_and_trivial_crossing_at_20_and_40_digits(door_se):
     """``alpha_c = -1/(v_max^2 Psi'(v_max))`` (Stein's lemma, derivatives by SymPy) at
     the exact ``K = sqrt(2) erfinv(1/2)``: the 25-digit reference to 1e-18 at 20 digits
     (same margin as above); the crossing with the trivial point is exactly 1
     (``psi_c(inf) = -log 2 = psi_out(v_max)``)."""
-    curve = M.MpCurve(door, params=(sp.sqrt(2) * sp.erfinv(sp.Rational(1, 2)),))
+    curve = M.MpCurve(door_se, params=(sp.sqrt(2) * sp.erfinv(sp.Rational(1, 2)),))
     vals = []
     for dps in (20, 40):
         with mpmath.workdps(dps + M.GUARD):

@@ -320,7 +320,7 @@ NOISE_LAPLACE_RULE = LaplaceQMCRule(tol=1e-2, points=64, max_points=1024, scramb
 #: error lands in its standard error); and the ratio bias must be small: depth-2
 #: attention, Delta = 0.1, Q = 0.05 I, 1024 samples, 16 sets, Q_hat_11 = 2.45e-3 /
 #: 2.43e-3 / 2.50e-3 at 128 / 256 / 1024 points (stderr 1.5e-4), one run's g g^T 2.68e-3
-#: at 128 (measured; tests/test_cross_estimator.py re-checks both conditions: the exact
+#: at 128 (measured; tests/smi/test_cross_estimator.py re-checks both conditions: the exact
 #: 0 at Q11 = 0, and 128 points against the combined estimator at 1024).  Cost ~0.4 ms
 #: per sample at 128 points (0.42 measured on 2 threads; 1.25 ms before the per-point
 #: helpers ran without reference counting); 1-3% of samples above tol = 0.25 at the first level (escalated

@@ -44,7 +44,8 @@ ROOT_RTOL = 1e-13
 class PhaseTransition(Result):
     """A threshold: ``value`` (also ``alpha``), its ``error`` bar, ``kind`` (``alpha_c``,
     ``alpha_alg``, ``alpha_IT``), the error ``V`` of the fixed point where it occurs,
-    ``digits_confirmed`` (``None``: float64 only) and, at a spinodal, ``map_slope``: the SE
+    ``digits_confirmed`` (``None``: float64 only), ``mp_values`` (the mpmath values at
+    ``precision`` and twice it, when confirmed) and, at a spinodal, ``map_slope``: the SE
     map's derivative ``T'(V)`` there, 1 where the Jacobian's eigenvalue crosses 1 (a check
     of the extremum of ``alpha(V)``, computed independently of it)."""
 
@@ -52,6 +53,7 @@ class PhaseTransition(Result):
     V: float = math.nan
     map_slope: float = math.nan
     digits_confirmed: float | None = None
+    mp_values: tuple | None = None
     extrapolation_error: float = 0.0
     error_kind: str = field(default="estimate", kw_only=True)
 

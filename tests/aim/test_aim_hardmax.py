@@ -22,7 +22,7 @@ from symtheory.aim import model as M
 from symtheory.aim import theory as T
 from symtheory.glm.factors.orthant import BivariateOrthantChannel, log_bvn_cdf
 
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "aim"
+REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "aim"
 needs_reference = pytest.mark.skipif(
     not REFERENCE.is_dir(), reason=f"AIM reference data not found at {REFERENCE}")
 

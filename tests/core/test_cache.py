@@ -26,7 +26,7 @@ from symtheory.core import cache, codegen, derive
 from symtheory.core.cache import CacheError, CacheWarning
 from symtheory.core.codegen import Kernel, LazyDispatcher
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TESTS = Path(__file__).resolve().parent
 x, a = sp.symbols("x a")
 

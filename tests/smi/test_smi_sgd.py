@@ -18,7 +18,7 @@ from symtheory.core.validate import ParameterError
 from symtheory.smi.sgd import epoch_learned, link_function, sgd_layerwise, sgd_step
 from symtheory.smi.tasks import build_model
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from scipy.special import softmax
 from symtheory.aim import data as aim_data
 from symtheory.core.validate import ParameterError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT.parent / "shared" / "reference" / "aim" / "BO_ExtensiveRankAttention" / "data"
 needs_jax = pytest.mark.skipif(
     importlib.util.find_spec("jax") is None or importlib.util.find_spec("optax") is None,
@@ -487,7 +487,7 @@ def test_cli_writes_table_params_and_plot(tmp_path, trained):
 # ----------------------------------------------------------------------- acceptance
 def bayes_t2(alphas, rho=0.5):
     """The package's Bayes-optimal MSE (softmax, T = 2; aim.md 3.4), checked against the
-    authors' SE file in tests/test_aim_theory.py."""
+    authors' SE file in tests/aim/test_aim_theory.py."""
     from symtheory.aim.theory import solve_mse
 
     return np.array([float(solve_mse(a, rho, 2, "softmax").value) for a in alphas])
@@ -512,7 +512,7 @@ def test_acceptance_gd_reproduces_the_papers_experiment():
     """aim.md 6 at d = 100, 16 students, softmax T = 2, rho = 0.5, Adam lr 0.1, 1000 steps,
     one teacher per alpha, at three points of the authors' grid: alpha = 0.0505, 0.103,
     0.210 (alpha_PR = 0.1875).  Bayes = the package's SE (aim.md 3.4): 0.7204, 0.3737, 0
-    (the authors' SE file agrees, tests/test_aim_theory.py).  Seed 0 measured (476 s on
+    (the authors' SE file agrees, tests/aim/test_aim_theory.py).  Seed 0 measured (476 s on
     the shared 2-core machine): averaged 0.776, 0.467, 0.016; estimate for infinitely many
     students 0.741, 0.442, 0.014; single 1.303, 0.840, 0.042.
 

@@ -25,7 +25,7 @@ from symtheory.aim.theory import SAMPLE_FACTOR, _engine, theory
 from symtheory.core import freeprob
 from symtheory.core.validate import ParameterError
 
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "aim"
+REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "aim"
 needs_reference = pytest.mark.skipif(
     not REFERENCE.is_dir(), reason=f"AIM reference data not found at {REFERENCE} (the tests "
     "read the authors' CSVs from <repo>/../shared/reference/aim; they are not vendored)")

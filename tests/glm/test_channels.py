@@ -95,7 +95,7 @@ def close(got, ref, rtol, atol=0.0):
 
 # ---------------------------------------------------------------- acceptance: probit
 # Tolerance 1e-10 relative: the kernel evaluates LogNdtr, InvMills and InvMillsPlusX
-# (each within 16 eps (1 + cond) of mpmath, tests/test_special.py) of x = y omega/s; the
+# (each within 16 eps (1 + cond) of mpmath, tests/core/test_special.py) of x = y omega/s; the
 # rounding of x is amplified by the condition number of g, dg in x, at most x^2 ~ 1.5e3
 # where the values are representable (x > 38.6 underflows) -- below 1e-12 in all.
 # The reference is good to ~1e-14.  1e-10 leaves a margin of ~100.

@@ -336,7 +336,7 @@ def test_derivation_script_checks_pass():
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "derivations" / "smi_attention_channel.py"
+    script = Path(__file__).resolve().parents[2] / "derivations" / "smi_attention_channel.py"
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     checks = [line for line in out.stdout.splitlines() if line.rstrip().endswith(("True", "False"))]

@@ -164,7 +164,7 @@ def test_randomized_stages_hand_over_the_jacobian_where_it_was_computed(attentio
     """Under a randomized rule each stage after the first gets the last Jacobian computed
     before it (the engine's own point and probe radius, so a reused one keeps its point
     instead of drifting with the stages); deterministic rules never do.  What the engine
-    does with it is tests/test_solvers.py's."""
+    does with it is tests/core/test_solvers.py's."""
     import symtheory.core.solvers as solvers
     import symtheory.glm.se.staged_solve as se_module
 

@@ -1,2 +1,0 @@
-"""A tiny driver module and its helper for tests/test_cache.py: the keyed cache of driver
-closures (:meth:`symtheory.core.codegen.Kernel.drivers`) without compiling real drivers."""
