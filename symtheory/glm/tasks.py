@@ -347,7 +347,7 @@ def _render_sparse(tables, folder):
     ax.set_title(r"Sparse symmetric door $y = $sign$(|z| - K)$, $K = \Phi^{-1}(3/4)$:"
                  "\nBayes-optimal phases from state evolution", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7.5, loc="upper left")
+    ax.legend(fontsize=7.5, loc="center right")
     fig.tight_layout()
     path = folder / "glm.sparse_phase_diagram.png"
     fig.savefig(path, dpi=130)
