@@ -186,16 +186,18 @@ class SeparablePrior(Prior):
         return np.array([[self.second_moment]])
 
     # ------------------------------------------------------------------ state evolution
-    def expectation(self, fn, qhat, atol=1e-300):
+    def expectation(self, fn, qhat, atol=1e-300, *, components=None):
         """``E_{w0 ~ P, xi}[fn(log Z, f_in, var, w0, xi)]`` at ``A = qhat``,
         ``B = qhat w0 + sqrt(qhat) xi`` (vector-valued ``fn``), with its error estimate;
-        ``atol`` (a number or one per entry of ``fn``) floors the relative tolerance."""
+        ``atol`` (a number or one per entry of ``fn``) floors the relative tolerance.
+        ``components``: indices of the components ``w0`` is drawn from (default all; the
+        sum is then over those only, each with its weight)."""
         if not (math.isfinite(qhat) and qhat >= 0):
             raise ParameterError(f"q_hat must be finite and >= 0, got {qhat}")
         s = math.sqrt(qhat)
         total, err = 0.0, 0.0
-        for lw, c in zip(self.log_weights, self.components):
-            if not np.isfinite(lw):
+        for k, (lw, c) in enumerate(zip(self.log_weights, self.components)):
+            if not np.isfinite(lw) or (components is not None and k not in components):
                 continue
             if c.kind.startswith("delta"):
                 w0 = float(c.mean)
@@ -271,8 +273,84 @@ class SeparablePrior(Prior):
         # mmse relative (it is the SE's variable, however small); psi_c to an absolute
         # 1e-15: it enters phi = O(1), and its integrand, O(sqrt(q_hat)) with a mean of
         # O(q_hat), carries absolute rounding ~1e-16 per point
-        val, err = self.expectation(fn, qhat, atol=np.array([1e-300, 1e-15]))
+        atol = np.array([1e-300, 1e-15])
+        gauss = [k for k, c in enumerate(self.components)
+                 if c.kind.startswith("N(") and np.isfinite(self.log_weights[k])]
+        rest = [k for k in range(len(self.components)) if k not in gauss]
+        val, err = (self.expectation(fn, qhat, atol=atol, components=rest) if rest
+                    else (np.zeros(2), np.zeros(2)))
+        val, err = np.array(val, dtype=float), np.array(err, dtype=float)
+        for k in gauss:
+            v, e = self._gaussian_error_terms(k, qhat, atol)
+            val, err = val + math.exp(self.log_weights[k]) * v, err + math.exp(self.log_weights[k]) * e
         return (float(val[0]), float(val[1])), (float(err[0]), float(err[1]))
+
+    def _gaussian_error_terms(self, g, qhat, atol):
+        """``(mmse, psi_c)`` over ``w0`` drawn from the Gaussian component ``g``
+        (``N(m, s2)``), as one-dimensional integrals: ``B = A w0 + sqrt(A) xi`` is then
+        Gaussian, ``B = A m + sqrt(A c) t`` with ``c = 1 + A s2``, ``t ~ N(0, 1)``, and
+        both terms depend on ``(w0, xi)`` through ``B`` only once the planted term
+        ``Q = A w0^2/2 + sqrt(A) xi w0`` (common to all components) is replaced by its
+        conditional mean given ``B``.  Exactly,
+        ``log Z_g(B) - E[Q | B] = A s2 (1 - t^2)/(2c) - log(c)/2`` (no O(A) numbers
+        subtracted), so ``psi_c = log p_g - log(c)/2 + E_t log sum_k exp(r_k)`` with
+        ``r_k = log p_k + log Z_k - log p_g - log Z_g`` (0 for ``k = g``), and ``mmse =
+        E_t Var(w0 | B)``.  The posterior's switches between components (``r_k = 0``) are
+        located and given to the adaptive rule with their widths."""
+        c_g = self.components[g]
+        m = float(c_g.mean)
+        s2 = float(c_g.second_moment) - m * m
+        A = float(qhat)
+        sB = math.sqrt(A * (1.0 + A * s2))
+        lwg = self.log_weights[g]
+
+        def parts(t):
+            Bv = A * m + sB * t
+            out = self.kernel.vec(Bv, np.full_like(Bv, A)).reshape(len(Bv), -1, 3)
+            lw = self.log_weights + out[..., 0]
+            r = lw - lw[:, g:g + 1]
+            r[:, g] = 0.0
+            _, _, var = self.log_partition_terms(Bv, np.full_like(Bv, A))
+            return r, var
+
+        def integrand(t):
+            r, var = parts(t)
+            dens = np.exp(-0.5 * t * t) / math.sqrt(2 * math.pi)
+            return np.stack([var, _logsumexp(r)[0]], axis=1) * dens[:, None]
+
+        points, widths = self._gaussian_switches(parts, g)
+        val, err, ok = integrate_adaptive(integrand, -XI_MAX, XI_MAX, rtol=self.rtol,
+                                          atol=atol, points=points, widths=widths)
+        if not ok:
+            raise ArithmeticError(f"prior {self.name!r}: the expectation at q_hat = {qhat} "
+                                  f"did not reach rtol {self.rtol:g}")
+        val = np.array(val, dtype=float)
+        val[1] += lwg - 0.5 * math.log1p(A * s2)
+        return val, np.asarray(err, dtype=float)
+
+    @staticmethod
+    def _gaussian_switches(parts, g):
+        """The ``t`` where some ``r_k`` (k != g) changes sign, from a scan geometric in
+        ``|t|`` refined by Brent, with the front's width ``1/|dr_k/dt|`` there."""
+        from scipy.optimize import brentq
+
+        mag = np.geomspace(1e-12, XI_MAX, 600)
+        ts = np.concatenate([-mag[::-1], [0.0], mag])
+        r, _ = parts(ts)
+        points, widths = [], []
+        for k in range(r.shape[1]):
+            if k == g:
+                continue
+            sgn = np.sign(r[:, k])
+            for i in np.nonzero(sgn[:-1] * sgn[1:] < 0)[0]:
+                t0 = brentq(lambda t: parts(np.array([t]))[0][0, k], ts[i], ts[i + 1],
+                            xtol=1e-300, rtol=1e-13)
+                h = max(abs(t0) * 1e-6, 1e-300)
+                slope = (parts(np.array([t0 + h]))[0][0, k]
+                         - parts(np.array([t0 - h]))[0][0, k]) / (2 * h)
+                points.append(t0)
+                widths.append(1.0 / abs(slope) if slope else abs(t0))
+        return points, (widths or None)
 
     def overlap_map(self, Qhat):
         qhat = float(np.asarray(Qhat).reshape(-1)[0])
