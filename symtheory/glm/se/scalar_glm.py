@@ -162,14 +162,19 @@ class ScalarGlmSE:
     # ------------------------------------------------------------------ the curve
     def point(self, V, qhat_guess=None) -> dict:
         """The fixed point with error ``V``: its ``alpha``, ``q_hat``, ``Psi``,
-        ``psi_out``, free entropy ``phi`` and overlap ``q``."""
+        ``psi_out``, free entropy ``phi`` (with ``phi_error``, from the quadratures' error
+        estimates) and overlap ``q``."""
         qhat = self.inverse_mmse(V, qhat_guess)
-        (Psi, psi_out), _ = self.channel_terms(V)
-        (_, psi_c), _ = self.prior.error_terms(qhat)
+        (Psi, psi_out), (Psi_err, psi_out_err) = self.channel_terms(V)
+        (_, psi_c), (_, psi_c_err) = self.prior.error_terms(qhat)
         alpha = qhat / Psi if Psi > 0 else math.inf
         phi = qhat * V / 2 + psi_c + alpha * psi_out
+        # the quadratures' error estimates, to first order (alpha = q_hat / Psi carries
+        # Psi's relative error)
+        phi_err = psi_c_err + abs(alpha) * (psi_out_err + abs(psi_out) * Psi_err / Psi) \
+            if Psi > 0 else math.inf
         return {"V": V, "q": self.rho - V, "alpha": alpha, "qhat": qhat, "Psi": Psi,
-                "psi_out": psi_out, "phi": phi}
+                "psi_out": psi_out, "phi": phi, "phi_error": phi_err}
 
     def map_slope(self, alpha, V, rel_step=1e-4) -> float:
         """``T'(V)`` of the SE map ``T(V) = mmse_P(alpha Psi(V))`` at fixed ``alpha``: the
