@@ -660,6 +660,8 @@ def _listening(pids):
     return out
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_dask_sweep_survives_killed_worker_and_drivers(cluster, tmp_path, capsys):
     from symtheory.sweep.runner import execute_point
 

@@ -408,6 +408,8 @@ def _acceptance(alpha, beta, rho, delta):
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(ALPHAS, BETAS, RHOS, DELTAS)
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_every_result_is_finite_in_range_and_converged_only_when_checked(alpha, beta, rho, delta):
     _acceptance(alpha, beta, rho, delta)
 

@@ -38,6 +38,7 @@ def _check(report, reference):
 
 
 @pytest.mark.slow
+@pytest.mark.ci_slow
 def test_binary_perceptron_thresholds():
     rep = phase_transitions(ScalarGlmSE(sign_channel(noise=False), S.rademacher()))
     _check(rep, PERCEPTRON)

@@ -127,6 +127,8 @@ def test_warm_up_stage_swaps_the_noisy_rule_and_restores_it(attention):
     assert se.channel is channel and se.samples == 64
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_randomized_warm_up_ladder_and_its_fixed_point(attention, monkeypatch):
     """With a randomized rule the warm-up is the first m samples, then samples/4 -- not all
     of them -- on the coarsened rule (its own random errors put its all-sample fixed point
@@ -159,6 +161,8 @@ def test_randomized_warm_up_ladder_and_its_fixed_point(attention, monkeypatch):
     assert np.max(np.abs(staged.Q - direct.Q)) <= bound
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_randomized_stages_hand_over_the_jacobian_where_it_was_computed(attention,
                                                                         monkeypatch):
     """Under a randomized rule each stage after the first gets the last Jacobian computed

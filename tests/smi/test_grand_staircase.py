@@ -94,6 +94,8 @@ def test_cli_grand_staircase(capsys):
     assert "--weak-only" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_alpha_continuation_agrees_with_the_overlap_space_root(attention):
     """The stable-branch path (SE solves in alpha from below, the fallback for an unstable
     overlap-space root) and the overlap-space root solve the same frozen-sample equations;

@@ -659,6 +659,8 @@ def test_warm_up_stages_leave_the_full_map_its_share_of_iterations():
 SATURATED_Q = np.diag([1 - 1.33e-6, 1 - 3.1e-12])
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_peak_rule_resolves_the_nearly_known_corner():
     """At the saturated point the free row's posterior is far narrower than its prior:
     Gauss-Hermite over the prior converges slowly (30 / 45 / 90 nodes: Q_hat22 =
@@ -770,6 +772,8 @@ def test_peak_rule_kernel_against_brute_force_for_any_shares(power, log_weight, 
     assert np.max(change(default, case["grid"])) <= 1e-6
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_solve_switches_to_the_peak_rule_where_the_prior_rule_fails_and_only_there():
     """The first warm-up stage measures the prior rule's effect on Q_hat (in standard
     errors of all the samples); above PEAK_RULE_SWITCH the full-sample stage uses the
@@ -842,6 +846,8 @@ def test_warm_up_rejects_bad_values(attention, warmup):
         se.warmup_samples(warmup)
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_randomized_rule_default_tolerance_is_its_smoothness():
     """A Laplace-RQMC rule's frozen-sample map is smooth only to ~1e-4: at tol 1e-8 the
     SE (noise 0.1, 300 samples, a coarse rule) sat at residual 9e-5 for 120 iterations

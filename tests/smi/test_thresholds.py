@@ -456,6 +456,8 @@ def test_phase_diagram_bad_input(argv, needle, capsys):
     assert code == 2 and needle in err
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_phase_diagram_writes_table_plot_and_parameters(tmp_path, capsys):
     """smi phase-diagram at one skip value, weak threshold only, coarse rules: CSV with
     the columns, PNG, parameters; alpha_1 above the bound 1/6 and within the coarse
