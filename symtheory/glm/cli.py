@@ -26,7 +26,7 @@ NORMALIZATION = (
 COLUMNS = (
     "Columns: kind (alpha_c, alpha_alg or alpha_IT), alpha, error (a bound: the "
     "quadrature's relative accuracy plus the change of alpha when the tolerance is "
-    "loosened from 1e-12 to 1e-10), method, map_slope (the SE map's derivative at the "
+    "loosened from 1e-12 to 1e-10; with --precision, |alpha| 10^-digits_confirmed), method, map_slope (the SE map's derivative at the "
     "spinodal, 1 there; NaN elsewhere), digits_confirmed (digits agreeing between "
     "mpmath runs at --precision and at twice it; NaN without --precision).")
 
@@ -117,6 +117,8 @@ def cmd_phases(args) -> int:
                 import mpmath
 
                 row["alpha"] = mpmath.nstr(t.mp_values[1], args.precision)
+                # the confirmed digits bound the error (no longer the float64 bar)
+                row["error"] = float(abs(t.mp_values[1])) * 10.0 ** -t.digits_confirmed
             if t.digits_confirmed is None or t.digits_confirmed < args.precision:
                 unconfirmed.append(f"{t.kind}: {t.message.rsplit('; ', 1)[-1]}")
         for key, val in row.items():

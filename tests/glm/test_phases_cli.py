@@ -52,3 +52,18 @@ def test_declared_door_and_prior_files_run(tmp_path):
                  str(EXAMPLES / "ternary_prior.py"), "--points", "40", "--plot", "--out",
                  str(tmp_path)]) == 0
     assert len(list(tmp_path.glob("*.png"))) == 1 and len(list(tmp_path.glob("*.csv"))) == 1
+
+
+@pytest.mark.slow
+def test_precision_prints_confirmed_digits(capsys):
+    """--precision 20: alpha to 20 digits, all confirmed at 40, the error bar their bound."""
+    import mpmath
+    from test_phases_mp import PERCEPTRON as REF25   # the 25-digit strings
+
+    assert main(["glm", "phases", "--prior", "rademacher", "--precision", "20"]) == 0
+    rows = {r["kind"]: r for r in csv.DictReader(io.StringIO(capsys.readouterr().out))}
+    for kind, ref in REF25.items():
+        row = rows[kind]
+        assert float(row["digits_confirmed"]) == 20 and float(row["error"]) < 1e-19
+        # 20 printed digits: within half a unit of the 20th of the reference
+        assert abs(mpmath.mpf(row["alpha"]) - mpmath.mpf(ref)) < mpmath.mpf("1e-19")
