@@ -170,7 +170,7 @@ def gaussian_conjugate(A, b, y, m, C, delta, post_mean, post_cov, AC, S, vec):
     """``x ~ N(m, C)``, ``y | x ~ N(A x + b, delta I)``: returns ``log N(y; A m + b, S)``
     with ``S = A C A^T + delta I`` and writes the posterior mean
     ``m + C A^T S^{-1} r`` (``r = y - A m - b``) and covariance
-    ``C - C A^T S^{-1} A C`` (smi.md 3 applied to the affine indices).
+    ``C - C A^T S^{-1} A C`` (Gaussian conditioning on the affine indices).
     Work space (no allocation per call): ``AC`` (n_out, nS), ``S`` (n_out, n_out),
     ``vec`` (3, n_out)."""
     n_out = A.shape[0]

@@ -1,7 +1,7 @@
 """Gaussian probabilities and truncated moments over half-lines and quadrants.
 
 The building blocks of channels whose likelihood is constant on regions bounded by
-sign conditions (smi.md Sec. 3 with ``P_out(y|Z)`` piecewise constant): for
+sign conditions (the output channel of a GLM, Barbier et al., PNAS 116 (2019), with ``P_out(y|Z)`` piecewise constant): for
 ``u ~ N(mu, C)`` and the orthant ``{u > 0}`` (one or two coordinates) they return
 ``log P(u > 0)``, ``E[u | u > 0]`` and ``Cov[u | u > 0]``.
 

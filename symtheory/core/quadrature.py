@@ -214,7 +214,7 @@ class TensorRule:
     equispaced nodes on ``[-width, width]`` per axis with weights ``phi(t) dt`` (the
     trapezoidal rule, spectrally accurate for smooth integrands; truncation mass
     ``2 Phi(-width)`` per axis) -- robust when the integrand is much narrower than the
-    Gaussian (smi.md 10.2).
+    Gaussian.
     """
 
     kind: str = "gauss-hermite"

@@ -1,14 +1,14 @@
 """Posterior moments of reduced deterministic links of any depth by a rule that follows
 the posterior: Laplace centring and scaling + randomized quasi-Monte Carlo.
 
-The channel integral of smi.md Sec. 9 (Corollary E.1) over the free rows ``u``
+The channel integral of Troiani et al., arXiv:2502.00901, Corollary E.1, over the free rows ``u``
 (``d_u = p_free M`` dimensions, ``(L - 1) r M`` for deep attention),
 
     Z_out = sum_k int du f_k(u),
     f_k(u) = N(u; omega_u, V_uu) N(X_k(u); mu_{h|u}, C_{h|u}) |det T(u)|^{-r} / |det dy/dE(E^(k))|,
     T(u) X_k(u) = E^(k)(y),
 
-grows as ``n^{d_u}`` with a tensor rule (``d_u = 4`` at depth 3: 30^4 nodes, smi.md 10.2).
+grows as ``n^{d_u}`` with a tensor rule (``d_u = 4`` at depth 3: 30^4 nodes).
 Here it is an importance-sampling integral ``Z = E_q[sum_k f_k / q]`` over the mixture
 ``q = sum_c pi_c N(m_c, S_c)`` of
 
@@ -17,7 +17,7 @@ Here it is an importance-sampling integral ``Z = E_q[sum_k f_k / q]`` over the m
 * Laplace components at the maxima of ``log sum_k f_k`` (Newton from the best
   ``starts`` points of a short scan of component 0 that lie outside the peaks already
   found, and from the images of each mode under the sign flips of every even row group
-  of ``u``, smi.md 2.2: the Gaussian factors break that symmetry, so an image is a start,
+  of ``u`` (an even link: g(-Z_group) = g(Z)): the Gaussian factors break that symmetry, so an image is a start,
   not a mode), covariance ``inflate^2 (-Hessian)^{-1}``, weight by Laplace mass;
 * up to ``adapt`` rounds of adaptive importance sampling on a scrambling of its own:
   moment-matching refits of the peaks and, while the weights are uneven, a ridge
@@ -197,7 +197,7 @@ class LaplaceQMCChannel(ReducedChannel):
         self.last_scrambling_sums = sums
         self.components = comps
         self.points_used = used
-        method = (f"reduction (smi.md 9) + {rule.describe()}; error = 95% half-width over the "
+        method = (f"reduction (Corollary E.1) + {rule.describe()}; error = 95% half-width over the "
                   f"scramblings; {comps.mean():.2f} components and {used.mean():.0f} points per "
                   "component and scrambling on average")
         self._record(method, rule.tol, err)

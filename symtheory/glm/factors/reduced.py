@@ -25,7 +25,7 @@ from .channel import MultiIndexChannel
 
 
 class ReducedChannel(MultiIndexChannel):
-    """Noiseless channel by the reduction of smi.md Sec. 9 (see module docstring).
+    """Noiseless channel by the reduction of Troiani et al., arXiv:2502.00901, Corollary E.1 (see module docstring).
 
     The reduced integral over the free rows uses a :class:`TensorRule` (default
     Gauss-Hermite 30 per axis); each call records the change against the rule with half
@@ -118,7 +118,7 @@ class ReducedChannel(MultiIndexChannel):
         coarse = self._reduced_pass(self.rule.coarsened(), *args)
         sd = np.sqrt(np.repeat(np.diag(V), self.M))
         err = moment_change_batch(coarse[0], coarse[1], coarse[2], logZ, mean, cov, sd)
-        self._record(f"reduction (smi.md 9) + {self.rule.describe()}; error = change vs "
+        self._record(f"reduction (Corollary E.1) + {self.rule.describe()}; error = change vs "
                      f"{self.rule.coarsened().describe()}", math.inf, err)
         return Moments.from_posterior(logZ, mean, cov, omega, V)
 

@@ -8,7 +8,7 @@ the importance-sampling integral ``Z = E_q[f / q]`` over the mixture
 * component 0, a defensive Gaussian (the prior: ``f / q`` stays bounded where the
   likelihood is flat);
 * Laplace components at the maxima of ``log f`` (multi-start Newton, e.g. from the prior
-  mean, its images under the sign flips of the link's even row groups (smi.md 2.2) and
+  mean, its images under the sign flips of the link's even row groups (g unchanged when a group's rows flip sign) and
   the best points of a short scan of component 0), covariance ``inflate^2 (-Hessian)^{-1}``,
   optionally refitted to the weighted points (moment matching, population Monte Carlo);
 

@@ -1,5 +1,5 @@
-"""Fused Numba driver of :class:`~symtheory.glm.factors.reduced.ReducedChannel` (smi.md
-Sec. 9, Corollary E.1), and the pieces of the reduced integral over the free rows ``u``
+"""Fused Numba driver of :class:`~symtheory.glm.factors.reduced.ReducedChannel` (Troiani
+et al., arXiv:2502.00901, Corollary E.1), and the pieces of the reduced integral over the free rows ``u``
 that the posterior rules (:mod:`.posterior`, :mod:`.deep`) share with it.
 
 :func:`build` makes, from the packed mixing kernel ``kern(u, pars, tout)`` (the M x M
