@@ -1,6 +1,6 @@
 """Everything a reader runs by hand, run here so none of it rots unseen (marker ``smoke``):
 the derivation scripts, the notebooks (executed with nbclient), every numerics script
-with ``--quick`` (into a temporary folder), and the Python snippets of README.md."""
+with ``--quick`` (into a temporary folder), and the Python snippets of README.md and docs/guide.md."""
 import os
 import re
 import subprocess
@@ -52,12 +52,17 @@ def test_notebook_executes(notebook, monkeypatch):
     assert not errors
 
 
-def _readme_python_blocks():
-    text = (ROOT / "README.md").read_text()
-    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+#: the pages whose Python blocks a reader would run: the README and the long-form guide
+SNIPPET_PAGES = ("README.md", "docs/guide.md")
 
 
-@pytest.mark.parametrize("index", range(len(_readme_python_blocks())))
-def test_readme_python_snippet_runs(index, tmp_path):
-    code = _readme_python_blocks()[index]
+def _python_blocks():
+    return [(page, i, code) for page in SNIPPET_PAGES
+            for i, code in enumerate(re.findall(r"```python\n(.*?)```",
+                                                (ROOT / page).read_text(), flags=re.S))]
+
+
+@pytest.mark.parametrize("page,index,code", _python_blocks(),
+                         ids=[f"{p}#{i}" for p, i, _ in _python_blocks()])
+def test_readme_python_snippet_runs(page, index, code, tmp_path):
     _run(["-c", code], tmp_path, 600)
