@@ -1,4 +1,6 @@
-"""Progress reporting for long sweeps (tqdm on stderr; silent when disabled)."""
+"""Progress reporting for long runs: tqdm on stderr, quiet when disabled or when stderr
+is not a terminal (a log file gets no bar), and ending with a newline when closed (so the
+next line, e.g. "wrote ...", starts on its own line)."""
 from __future__ import annotations
 
 import sys
@@ -9,5 +11,6 @@ def progress_bar(iterable, *, desc: str = "", enabled: bool = True, total=None):
         return iterable
     from tqdm import tqdm
 
-    return tqdm(iterable, desc=desc, total=total, file=sys.stderr, leave=False,
+    # disable=None: tqdm turns itself off when stderr is not a TTY
+    return tqdm(iterable, desc=desc, total=total, file=sys.stderr, leave=True, disable=None,
                 dynamic_ncols=True, mininterval=0.5)

@@ -311,8 +311,9 @@ def _bar(name, total, initial, enabled):
         return None
     from tqdm import tqdm
 
+    # disable=None: quiet when stderr is not a TTY (a log file gets no bar)
     return tqdm(total=total, initial=initial, desc=name, unit="task", file=sys.stderr,
-                dynamic_ncols=True, mininterval=0.5, smoothing=0.1)
+                disable=None, dynamic_ncols=True, mininterval=0.5, smoothing=0.1)
 
 
 #: automatic batches aim at Dask tasks of about this many seconds (Dask's guidance: tasks

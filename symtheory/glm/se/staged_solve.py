@@ -58,8 +58,15 @@ class _Run:
         bar = progress_bar(range(self.max_iter * (self.max_kicks + 1)),
                            desc=f"SE alpha={self.se.alpha:g}, iterations of the budget",
                            enabled=self.progress)
+        self._bar_handle = bar
         self._bar = iter(bar)
         self._diag = np.array([a == b for a, b in self.se._free_entries()])
+
+    def close(self):
+        """End the progress bar (its line ends, the next output starts on a new one)."""
+        close = getattr(self._bar_handle, "close", None)
+        if close is not None:
+            close()
 
     def record(self, it, q, res):
         next(self._bar, None)
@@ -155,7 +162,11 @@ class StagedSolve:
         run = _Run(self, damping, tol, kick, max_kicks, max_iter, progress)
         self.psd_projections = 0
         self.estimate_channel_error = False
-        fp = self._staged_fixed_point(run, self._to_free(Q), newton_below, warmup, peak_rule)
+        try:
+            fp = self._staged_fixed_point(run, self._to_free(Q), newton_below, warmup,
+                                          peak_rule)
+        finally:
+            run.close()
         return self._fixed_point_result(fp, tol, stderr, run.trace)
 
     def _stage_plan(self, warmup, newton_below):
