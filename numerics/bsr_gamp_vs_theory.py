@@ -47,12 +47,15 @@ def main():
                 del data
             bo = bsr.bo_point(a, beta, rho, delta).mmse
             finals.append({"beta": beta, "rho": rho, "delta": delta, "alpha": a,
-                           "gamp_mean": float(np.mean(errs)), "gamp_std": float(np.std(errs)),
+                           # the spread over seeds: none from one seed (n/a, not 0)
+                           "gamp_mean": float(np.mean(errs)),
+                           "gamp_std": float(np.std(errs, ddof=1)) if len(errs) > 1 else float("nan"),
                            "seeds": len(seeds), "bo_mse": bo, "ridge_mse": bsr.ridge_mse(a, delta),
                            "alpha_pr": bsr.alpha_pr(beta, rho),
                            "alpha_mnne": mnne_threshold(beta, rho)})
+            spread = f"{np.std(errs, ddof=1):.4f}" if len(errs) > 1 else "n/a (1 seed)"
             print(f"beta={beta} rho={rho} delta={delta} alpha={a}: GAMP {np.mean(errs):.4f} "
-                  f"+- {np.std(errs):.4f}, BO {bo:.4f}", flush=True)
+                  f"+- {spread}, BO {bo:.4f}", flush=True)
     write_csv(out / "gamp_finals.csv", finals)
     write_csv(out / "gamp_traces.csv", traces)
     plot(out, finals, traces, settings)

@@ -336,6 +336,9 @@ GAPS = [
      ["--seq-len must be an integer in [1, 8], got 9"]),
     (["aim", "gamp", "--alpha", "0.1", "--seq-len", "9"],
      ["--seq-len must be an integer in [1, 8], got 9"]),
+    # refused, not ignored (it used to be silently dropped for softmax)
+    (["aim", "threshold", "--rho", "0.5", "--seq-len", "2", "--precision", "30"],
+     ["--precision applies to --link hardmax"]),
 ]
 
 

@@ -223,6 +223,11 @@ def cmd_threshold(args) -> int:
 
     if args.link == "hardmax":
         return cmd_hardmax_threshold(args)
+    if args.precision is not None:
+        # refused, not ignored: these thresholds are closed forms printed exactly
+        raise ParameterError(f"--precision applies to --link hardmax; the {args.link} "
+                             "thresholds are closed forms in rho and the tokens' constraint "
+                             "count (aim.md 4), evaluated in float64")
     rows = None
     for r in args.rho:
         th = thresholds(r, args.seq_len, args.link, args.delta)
