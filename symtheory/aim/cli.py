@@ -183,6 +183,7 @@ def _plot(table, path) -> None:
     ax.set_title(f"AIM: T={m.get('seq_len')}, {m.get('link')}, rho={m.get('rho', 0)}, "
                  f"delta={m.get('delta')}")
     ax.set_xlabel(r"$\alpha = n/d^2$" if xkey == "alpha" else r"$\bar\alpha = n/(dr)$")
+    ax.set_ylabel(r"error: MSE $\frac{1}{d}\|\hat S - S\|_F^2$, test error")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend()

@@ -560,7 +560,10 @@ class Kernel:
         if on_disk != source:
             if on_disk is not None:
                 # Numba's entries stay: they are stamped with the source's hash
-                repairs.append(f"{path.name} ({len(on_disk)} bytes instead of {len(source)})")
+                # same length or not, the file is not this kernel's source: say so plainly
+                repairs.append(f"{path.name} (content mismatch: {len(on_disk)} bytes on disk, "
+                               f"{len(source)} expected)" if len(on_disk) != len(source)
+                               else f"{path.name} (checksum mismatch: same length, other bytes)")
             cache.write_atomic(path, source)
         pycache = _numba_cache_path(path)
         repairs += cache.verify_entries(pycache, f"{modname}.")
