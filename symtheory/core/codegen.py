@@ -25,8 +25,8 @@ and the sources of the driver module and of every symtheory module it reaches, s
 beside the kernel's own entries (``symtheory cache info|clear``, checksums and the
 read-only fallback cover them alike).
 
-Functions compiled lazily at their first call (drivers, ``extra_source``, helper
-modules such as :mod:`._spectral_nb`) go through :func:`logged_dispatcher` /
+Functions compiled lazily at their first call (drivers, helper modules such as
+:mod:`._spectral_nb`) go through :func:`logged_dispatcher` /
 :class:`JitModule`, which time that first call and log "compiled" or "loaded" like
 the kernels themselves (logger ``symtheory.kernels``, records in :data:`LOADED`).
 
@@ -351,9 +351,6 @@ class Kernel:
         (1-D float64 arrays of a common length ``n``; output ``(n, n_out)``).
     doc:
         One line saying what the kernel computes (written into the module).
-    extra_source:
-        Further generic code for the same module, formatted with ``{name}`` (the
-        kernel name) and ``{params}`` (its scalar argument names).
     packed:
         Shape of the leading arguments read from one array: adds ``<name>_packed(x,
         pars, out)`` (``x`` float64 of that rank, row-major, ``pars`` the remaining
@@ -362,13 +359,13 @@ class Kernel:
 
     Calling the kernel, ``k(*args)`` returns a float64 array of the outputs
     (reshaped to ``shape``); ``k.vec(*args)`` evaluates the vectorized companion;
-    ``k.func``/``k.vec_func`` are the Numba dispatchers for use inside other
-    jitted code; ``k.mp(*args, dps=50)`` evaluates the same expressions in mpmath.
+    ``k.func``/``k.vec_func``/``k.packed_func`` are the Numba dispatchers for use
+    inside other jitted code; ``k.mp(*args, dps=50)`` evaluates the same expressions in
+    mpmath.
     """
 
     def __init__(self, name: str, args: Sequence[sp.Symbol], outputs, *,
                  vector_args: Sequence[sp.Symbol] = (), doc: str = "",
-                 extra_imports: Sequence[str] = (), extra_source: str = "",
                  packed: tuple[int, ...] | None = None):
         if not name.isidentifier():
             raise ValueError(f"kernel name must be a Python identifier, got {name!r}")
@@ -392,14 +389,14 @@ class Kernel:
                 f"kernel {name!r}: outputs depend on symbols {sorted(map(str, missing))} "
                 f"that are not arguments {[str(a) for a in self.args]}")
         self.doc = doc
-        self.extra_source = extra_source
         if packed is not None:
             packed = tuple(int(n) for n in packed)
             if not packed or min(packed) < 0 or math.prod(packed) > len(self.args):
                 raise ValueError(f"kernel {name!r}: packed shape {packed} does not fit its "
                                  f"{len(self.args)} arguments")
         self.packed = packed
-        self.extra_imports = tuple(extra_imports) + self._special_imports()
+        #: modules of the special functions the outputs call (their ``_numba_module``)
+        self.imports = self._special_imports()
         self._source: str | None = None
         self._module = None
         self._mp_func = None
@@ -444,7 +441,7 @@ class Kernel:
             "import numba",
             "import numpy",
         ]
-        lines += [f"import {m}" for m in self.extra_imports]
+        lines += [f"import {m}" for m in self.imports]
         lines += [
             "",
             "",
@@ -466,9 +463,6 @@ class Kernel:
             ]
         if self.packed is not None:
             lines += self._packed_lines(names)
-        if self.extra_source:
-            scalars = [n for a, n in zip(self.args, names) if a not in self.vector_args]
-            lines += ["", "", self.extra_source.format(name=self.name, params=", ".join(scalars))]
         return "\n".join(lines) + "\n"
 
     def _packed_lines(self, names) -> list[str]:
@@ -485,14 +479,6 @@ class Kernel:
             f"    {self.name}({', '.join(call)})",
         ]
 
-    def extra(self, attr: str):
-        """A function defined by ``extra_source`` in the generated module (compiled at
-        its first call, which is logged: see :func:`logged_dispatcher`)."""
-        from numba.extending import is_jitted
-
-        value = getattr(self._load(), attr.format(name=self.name))
-        return logged_dispatcher(value) if is_jitted(value) else value
-
     def drivers(self, build):
         """The drivers that ``build(kern, jit)`` (a driver module's factory, one per
         module) defines for this kernel, built once per process; their jitted attributes
@@ -507,7 +493,7 @@ class Kernel:
         key = (self.module_name, build.__module__)
         drivers = _DRIVERS.get(key)
         if drivers is None:
-            kern = getattr(self._load(), f"{self.name}_packed")
+            kern = self.packed_func
             stem = build.__module__.rsplit(".", 1)[-1]
             directory = _numba_cache_path(kernel_dir() / f"{self.module_name}.py")
             jit = DriverJit(f"{self.module_name}.{stem}",
@@ -525,7 +511,7 @@ class Kernel:
         h = hashlib.sha256()
         h.update(self.source.encode())
         h.update(_versions().encode())
-        for mod in self.extra_imports:
+        for mod in self.imports:
             h.update(_module_source_hash(mod).encode())
         return h.hexdigest()[:20]
 
@@ -622,6 +608,13 @@ class Kernel:
         if not self.vector_args:
             raise AttributeError(f"kernel {self.name!r} was declared without vector_args")
         return getattr(self._load(), f"{self.name}_vec")
+
+    @property
+    def packed_func(self):
+        """Numba dispatcher ``f(x, pars, out)`` of the ``packed`` wrapper (see there)."""
+        if self.packed is None:
+            raise AttributeError(f"kernel {self.name!r} was declared without packed")
+        return getattr(self._load(), f"{self.name}_packed")
 
     @property
     def n_out(self) -> int:

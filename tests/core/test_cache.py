@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sympy as sp
+from tiny_drivers import drivers
 
 from symtheory.core import cache, codegen, derive
 from symtheory.core.cache import CacheError, CacheWarning
@@ -29,30 +30,39 @@ from symtheory.core.codegen import Kernel, LazyDispatcher
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = Path(__file__).resolve().parent
 x, a = sp.symbols("x a")
-
-DRIVER = '''
-@numba.njit(cache=True)
-def {name}_sum(xs, {params}):
-    out = numpy.empty((xs.shape[0], 2))
-    {name}_vec(xs, {params}, out)
-    return out.sum()
-'''
 XS = np.linspace(0.0, 1.0, 5)
+PARS = np.array([2.0])
 
 
-def tiny(name):
-    """A kernel ``(a sin x, x^2)`` with a vectorized companion and a lazy driver."""
-    return Kernel(name, [x, a], [a * sp.sin(x), x**2], vector_args=[x], extra_source=DRIVER)
+def tiny(name, variant=0):
+    """``(a sin x, x^2)`` (variant 0) or ``(a cos x, x^3)``, with a vectorized companion and
+    a packed wrapper for the drivers of tests/core/tiny_drivers (:func:`total`)."""
+    outs = [a * sp.sin(x), x**2] if variant == 0 else [a * sp.cos(x), x**3]
+    return Kernel(name, [x, a], outs, vector_args=[x], packed=(1,))
+
+
+def total(k):
+    """tiny_drivers' lazily compiled, keyed-cached driver ``total(XS, PARS)`` for ``k``."""
+    return k.drivers(drivers.build).total(XS, PARS)
 
 
 def expected(xv, av):
     return np.array([av * np.sin(xv), xv**2])
 
 
+def tiny_total(variant, factor=2.0, sign=1.0):
+    """What tiny_drivers' ``total(XS, PARS)`` computes (``factor``: its helper's scale)."""
+    first, second = (np.sin(XS), XS**2) if variant == 0 else (np.cos(XS), XS**3)
+    return float(np.sum(factor * PARS[0] * first + sign * second))
+
+
 def fresh(name):
-    """The same kernel as a new process would see it (module dropped from sys.modules)."""
+    """The same kernel as a new process would see it (module dropped from sys.modules, its
+    drivers from the per-process table)."""
     k = tiny(name)
     sys.modules.pop(k.module_name, None)
+    for key in [key for key in codegen._DRIVERS if key[0] == k.module_name]:
+        del codegen._DRIVERS[key]
     return k
 
 
@@ -113,8 +123,9 @@ CORRUPTIONS = {
     "zeroed .nbc": ("__pycache__/{mod}.{name}-*.nbc", _zero, "checksum mismatch"),
     # a flipped byte inside the machine code can segfault: caught before loading
     "flipped .nbc": ("__pycache__/{mod}.{name}_vec-*.nbc", _flip, "checksum mismatch"),
-    "driver .nbc": ("__pycache__/{mod}.{name}_sum-*.nbc", _flip, "checksum mismatch"),
-    "driver .nbi": ("__pycache__/{mod}.{name}_sum-*.nbi", _truncate, "UnpicklingError"),
+    # a driver closure's KeyedCache entry (a flipped driver .nbc:
+    # test_damaged_driver_entry_is_rebuilt)
+    "driver .nbi": ("__pycache__/{mod}.drivers.total-*.nbi", _truncate, "UnpicklingError"),
 }
 
 
@@ -124,7 +135,7 @@ def test_damaged_entry_is_rebuilt_with_one_warning(cache_root, case):
     name = unique("tc_heal")
     k = tiny(name)
     np.testing.assert_allclose(k(0.3, 2.0), expected(0.3, 2.0))
-    assert k.extra("{name}_sum")(XS, 2.0) == pytest.approx(expected(XS, 2.0).sum())
+    assert total(k) == pytest.approx(tiny_total(0))
     [target] = (cache_root / "kernels").glob(pattern.format(mod=k.module_name, name=name))
     damage(target)
 
@@ -132,7 +143,7 @@ def test_damaged_entry_is_rebuilt_with_one_warning(cache_root, case):
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         np.testing.assert_allclose(k2(0.3, 2.0), expected(0.3, 2.0))
-        assert k2.extra("{name}_sum")(XS, 2.0) == pytest.approx(expected(XS, 2.0).sum())
+        assert total(k2) == pytest.approx(tiny_total(0))
     [w] = cache_warnings(record)
     assert message in str(w.message) and "rebuilt damaged cache entries" in str(w.message)
     assert str(cache_root / "kernels") in str(w.message)
@@ -146,10 +157,10 @@ def test_damaged_entry_is_rebuilt_with_one_warning(cache_root, case):
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         k3(0.3, 2.0)
-        k3.extra("{name}_sum")(XS, 2.0)
+        total(k3)
     assert not cache_warnings(record)
     assert k3.status == "loaded"
-    assert codegen.LOADED[f"{k3.module_name}.{name}_sum"].status == "loaded"
+    assert codegen.LOADED[f"{k3.module_name}.drivers.total"].status == "loaded"
 
 
 def test_damaged_data_without_checksums_is_caught_on_load(cache_root):
@@ -167,39 +178,45 @@ def test_damaged_data_without_checksums_is_caught_on_load(cache_root):
     assert k2.status == "compiled"
 
 
-def test_genuine_errors_are_not_swallowed(cache_root):
-    """A kernel that fails for a reason other than its cache raises, unchanged."""
-    k = Kernel(unique("tc_bad"), [x], [x], extra_source="raise ValueError('not the cache')\n")
-    with pytest.raises(ValueError, match="not the cache"):
-        k(1.0)
+def test_genuine_errors_are_not_swallowed(cache_root, monkeypatch):
+    """A kernel that fails for a reason other than its cache raises, unchanged: its
+    generated module raises a ValueError (one of the errors a damaged entry raises) after
+    its kernel was compiled and cached, so the error outlives a purge and a retry."""
+    k = Kernel(unique("tc_bad"), [x], [x])
+    monkeypatch.setattr(k, "_source", k.source + "raise ValueError('not the cache')\n")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="not the cache"):
+            k(1.0)
+    assert not cache_warnings(record)
 
 
 # ------------------------------------------------------------ lazy dispatchers
 def test_lazy_driver_logs_compiled_then_loaded_in_a_second_process(cache_root):
     script = textwrap.dedent(f"""
         import logging, sys
-        import numpy as np, sympy as sp
         logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s: %(message)s")
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from test_cache import tiny, XS
+        sys.path.insert(0, {str(TESTS)!r})
+        from test_cache import tiny, total
         from symtheory.core.codegen import loaded_kernels
-        k = tiny("tc_lazy")
-        k.extra("{{name}}_sum")(XS, 2.0)
+        total(tiny("tc_lazy"))
         print("STATUS", {{r.name: r.status for r in loaded_kernels()}})
     """)
+    driver = f"{tiny('tc_lazy').module_name}.drivers.total"
     runs = [_run(script, cache_root) for _ in range(2)]
     for run, status in zip(runs, ("compiled", "loaded")):
+        assert run.returncode == 0, run.stderr
         assert f"kernel tc_lazy {status} in" in run.stdout
-        assert f".tc_lazy_sum {status} in" in run.stdout  # the lazy driver, with its time
-        assert f"'tc_lazy_sum': '{status}'" in run.stdout
+        assert f"jit {driver} {status} in" in run.stdout  # the lazy driver, with its time
+        assert f"'{driver}': '{status}'" in run.stdout
 
 
-def test_extra_returns_the_raw_dispatcher_after_the_first_call(cache_root):
+def test_drivers_are_raw_dispatchers_after_the_first_call(cache_root):
     k = tiny(unique("tc_fast"))
-    first = k.extra("{name}_sum")
+    first = k.drivers(drivers.build).total
     assert isinstance(first, LazyDispatcher)
-    first(XS, 1.0)
-    second = k.extra("{name}_sum")
+    first(XS, PARS)
+    second = k.drivers(drivers.build).total
     assert second is first.dispatcher  # no wrapper on the hot path
 
 
@@ -221,32 +238,15 @@ def test_jit_module_logs_lazy_helpers(tmp_path, caplog):
 
 
 # ------------------------------------------------------------ driver closures
-PARS = np.array([2.0])
-
-
-def packed_tiny(name, variant=0):
-    """``(a sin x, x^2)`` (variant 0) or ``(a cos x, x^3)``, with a packed wrapper for the
-    drivers of tests/tiny_drivers."""
-    outs = [a * sp.sin(x), x**2] if variant == 0 else [a * sp.cos(x), x**3]
-    return Kernel(name, [x, a], outs, packed=(1,))
-
-
-def tiny_total(variant, factor=2.0, sign=1.0):
-    """What tiny_drivers' ``total(XS, PARS)`` computes (``factor``: its helper's scale)."""
-    first, second = (np.sin(XS), XS**2) if variant == 0 else (np.cos(XS), XS**3)
-    return float(np.sum(factor * PARS[0] * first + sign * second))
-
-
 DRIVE_SCRIPT = textwrap.dedent(f"""
     import sys
     sys.path[:0] = [sys.argv[1], {str(TESTS)!r}]
-    from test_cache import packed_tiny, XS, PARS
+    from test_cache import tiny, total
     from symtheory.core.codegen import LOADED
-    from tiny_drivers import drivers
     for spec in sys.argv[2:]:
         name, variant = spec.split(":")
-        k = packed_tiny(name, int(variant))
-        value = k.drivers(drivers.build).total(XS, PARS)
+        k = tiny(name, int(variant))
+        value = total(k)
         print("RESULT", name, value.hex(), LOADED[k.module_name + ".drivers.total"].status)
 """)
 
@@ -273,7 +273,7 @@ def test_drivers_load_in_a_second_process_without_cross_talk(cache_root):
     assert first[a_name][0] == pytest.approx(tiny_total(0), rel=1e-14)
     assert second[b_name][0] == pytest.approx(tiny_total(1), rel=1e-14)
     for name, variant in ((a_name, 0), (b_name, 1)):
-        k = packed_tiny(name, variant)
+        k = tiny(name, variant)
         assert len(pycache_files(cache_root, k, "drivers.total-*.nbi")) == 1
     assert cache.clear_cache() > 0 and not list(cache_root.rglob("*.nb?"))
 
@@ -300,29 +300,23 @@ def test_editing_a_driver_or_its_helper_recompiles(cache_root, tmp_path):
 
 
 def test_damaged_driver_entry_is_rebuilt(cache_root):
-    from tiny_drivers import drivers
-
     name = unique("td_heal")
-    k = packed_tiny(name)
-    assert k.drivers(drivers.build).total(XS, PARS) == pytest.approx(tiny_total(0))
+    k = tiny(name)
+    assert total(k) == pytest.approx(tiny_total(0))
     [nbc] = pycache_files(cache_root, k, "drivers.total-*.nbc")
     _flip(nbc)
-    codegen._DRIVERS.clear()  # as a new process would see it
-    sys.modules.pop(k.module_name)
-    k2 = packed_tiny(name)
+    k2 = fresh(name)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        assert k2.drivers(drivers.build).total(XS, PARS) == pytest.approx(tiny_total(0))
+        assert total(k2) == pytest.approx(tiny_total(0))
     [w] = cache_warnings(record)
     assert nbc.name in str(w.message) and "checksum mismatch" in str(w.message)
     assert codegen.LOADED[f"{k2.module_name}.drivers.total"].status == "compiled"
 
 
 def test_drivers_need_a_packed_kernel(cache_root):
-    from tiny_drivers import drivers
-
     with pytest.raises(ValueError, match="packed"):
-        tiny(unique("tc_unpacked")).drivers(drivers.build)
+        Kernel(unique("tc_unpacked"), [x, a], [a * sp.sin(x)]).drivers(drivers.build)
 
 
 # ----------------------------------------------------------- read-only caches
@@ -330,7 +324,7 @@ def test_readonly_warm_cache_is_loaded_from_a_temporary_copy(cache_root, monkeyp
     name = unique("tc_ro")
     k = tiny(name)
     k(0.3, 2.0)
-    k.extra("{name}_sum")(XS, 2.0)
+    total(k)
     before = sorted(p.relative_to(cache_root) for p in cache_root.rglob("*"))
     cache._WORKSPACES.clear()
     monkeypatch.setattr(cache, "_writable", lambda path: False)
@@ -342,8 +336,8 @@ def test_readonly_warm_cache_is_loaded_from_a_temporary_copy(cache_root, monkeyp
     assert str(cache_root) in msg and cache.workspace().is_temporary
     assert str(cache.workspace().root) in msg
     assert k2.status == "loaded"
-    assert k2.extra("{name}_sum")(XS, 2.0) == pytest.approx(expected(XS, 2.0).sum())
-    assert codegen.LOADED[f"{k2.module_name}.{name}_sum"].status == "loaded"
+    assert total(k2) == pytest.approx(tiny_total(0))
+    assert codegen.LOADED[f"{k2.module_name}.drivers.total"].status == "loaded"
     assert sorted(p.relative_to(cache_root) for p in cache_root.rglob("*")) == before
     assert "temporary" in cache.cache_info()
 
@@ -391,14 +385,14 @@ def _make_writable(path):
 
 RO_SCRIPT = textwrap.dedent(f"""
     import sys, warnings
-    sys.path.insert(0, {str(Path(__file__).parent)!r})
+    sys.path.insert(0, {str(TESTS)!r})
     warnings.simplefilter("always")
-    from test_cache import tiny, XS
+    from test_cache import tiny, total
     from symtheory.core.codegen import LOADED
     k = tiny("tc_real_ro")
     v = k(0.3, 2.0)
-    s = k.extra("{{name}}_sum")(XS, 2.0)
-    print("RESULT", k.status, LOADED[k.module_name + ".tc_real_ro_sum"].status, v, s)
+    s = total(k)
+    print("RESULT", k.status, LOADED[k.module_name + ".drivers.total"].status, v, s)
 """)
 
 

@@ -94,8 +94,11 @@ def test_packed_wrapper_reads_the_arguments_from_arrays():
     k = Kernel("test_cg_packed", [x, y, a], EXPRS, packed=(1, 2))
     assert "def test_cg_packed_packed(x, pars, out):" in k.source
     out = np.empty(2)
-    k.extra("{name}_packed")(np.array([[0.3, -0.7]]), np.array([1.1]), out)
+    k.packed_func(np.array([[0.3, -0.7]]), np.array([1.1]), out)
     np.testing.assert_array_equal(out, k(0.3, -0.7, 1.1))
-    assert "_packed" not in Kernel("test_cg_basic", [x, y, a], EXPRS).source
+    unpacked = Kernel("test_cg_basic", [x, y, a], EXPRS)
+    assert "_packed" not in unpacked.source
+    with pytest.raises(AttributeError, match="without packed"):
+        _ = unpacked.packed_func
     with pytest.raises(ValueError, match="packed shape"):
         Kernel("test_cg_packed", [x, y, a], EXPRS, packed=(2, 2))
