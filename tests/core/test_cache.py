@@ -118,6 +118,8 @@ CORRUPTIONS = {
     # file of the kernel (glob relative to the kernel dir), damage, expected in warning
     "truncated .py": ("{mod}.py", _truncate, ".py ("),
     "emptied .py": ("{mod}.py", _empty, "0 bytes"),
+    # same length, other bytes: named as such (it read "407 bytes instead of 407")
+    "flipped .py": ("{mod}.py", _flip, "checksum mismatch"),
     "truncated .nbi": ("__pycache__/{mod}.{name}-*.nbi", _truncate, "UnpicklingError"),
     "emptied .nbi": ("__pycache__/{mod}.{name}-*.nbi", _empty, "EOFError"),
     "zeroed .nbc": ("__pycache__/{mod}.{name}-*.nbc", _zero, "checksum mismatch"),
