@@ -197,6 +197,8 @@ def test_mpmath_path_keeps_its_digits_when_the_functional_cancels(D):
                           "where a piece reported error 1 at 69 digits and was 3e-3 off; "
                           "bisecting on the estimate stalled on the integrand's noise floor). "
                           "The float64 path is within its stated error (3.9e-10)")
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_mpmath_path_next_to_beta_one_large_noise():
     beta, D = 10.0 ** 2.220446049250313e-16, 10.0 ** 3.630843024972484
     m30 = bsr.mmse_rie_mp(beta, 1.0, D, dps=30)
@@ -457,6 +459,8 @@ def test_alpha_to_infinity_at_rho_one_has_a_square_root_correction(beta):
     assert v == pytest.approx(m, rel=1e-12)
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_mpmath_path_at_huge_noise_covers_every_digit_it_cancels():
     """Delta = 1e30: mmse_RIE = 1 - ~1e-30 from terms of ~1e60.  At 30 digits the first
     pass came out -2e21, whose measured loss (9 digits) was too small: 44 digits gave

@@ -216,6 +216,8 @@ def test_gd_divergence_is_detected():
 
 
 # ----------------------------------------------------------------- free entropy
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_free_entropy_has_a_single_maximum_on_a_grid():
     """No hard phase (bsr.md 12): f(q) on a q grid increases then decreases."""
     qs = np.linspace(0.02, 0.98, 13)

@@ -75,6 +75,8 @@ def test_cross_has_no_variance_bias_where_qhat_vanishes(attention):
     assert qs[0, 0] > k * es[0, 0]
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_cross_against_a_fine_rule_and_the_combined_estimator(attention):
     """At Q = 0.05 I (an uninformed start): the default (cross, 128 points) against the
     combined estimator at 1024 points, a different estimator and rule on the same
@@ -197,6 +199,8 @@ def test_randomized_stages_hand_over_the_jacobian_where_it_was_computed(attentio
     assert calls and all(start is None for start, _ in calls)
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_free_entropy_at_the_fixed_point_reuses_its_channel_pass(attention):
     """Psi_out at the Q just solved is the last channel pass (a full pass over the samples
     each time otherwise); at another Q the channel runs again."""

@@ -42,6 +42,8 @@ def test_pinned_rows_stay_at_zero(attention):
     assert se._free_entries() == [(1, 1)]
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_grand_staircase_two_layers(attention):
     """Two layers: the last row first, at the weak-recovery threshold (deterministic
     observation grid), then the first row; the SE check brackets both thresholds."""

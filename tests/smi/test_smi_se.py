@@ -277,6 +277,8 @@ def test_free_entropy_linear_gaussian_closed_form():
     ("attention", np.diag([0.0, 0.5]), (1, 1)),
     ("attention", np.diag([0.3, 0.5]), (0, 0)),
 ])
+@pytest.mark.slow
+@pytest.mark.ci_slow
 def test_qhat_is_twice_alpha_dpsi_out(attention, which, Q, entry):
     """smi.md 12.7: Q_hat = 2 alpha dPsi_out/dQ.  The derivative by a central difference
     of Psi_out on the frozen samples (common random numbers; the y-only Jacobian left
