@@ -19,7 +19,15 @@ import math
 
 import numpy as np
 
-from ..core.tasks import DAMPING, REQUIRED, SEED, Param, computation, convergence, register_figure
+from ..core.tasks import (
+    DAMPING,
+    REQUIRED,
+    SEED,
+    Param,
+    computation,
+    convergence,
+    register_figure,
+)
 
 PRIORS = ("rademacher", "gauss-bernoulli", "gaussian")
 CHANNELS = ("sign", "door")
@@ -65,9 +73,6 @@ GAMP = {"prior": PRIOR, "rho": RHO, "channel": CHANNEL, "d": D, "alpha": ALPHA,
 #: teacher above alpha_alg) V reaches 0, which the channel's Z_out(y; omega, V) refuses
 VARIANCE_FLOOR = 1e-12
 
-#: the door's half-width: P(|z| > K) = 1/2 for z ~ N(0, 1)
-DOOR_K = 0.6744897501960817
-
 
 # ------------------------------------------------------------------ models
 @functools.lru_cache(maxsize=None)
@@ -102,7 +107,24 @@ def make_channel(channel: str):
     # the declaration of tests/glm/test_phases.py (its channel checks pass there)
     ch = likelihood_channel("toy_door", lik, y, u, params=(K,), y_levels=(-1, 1),
                             check_ranges={K: (0.2, 2.0)})
-    return ch, (DOOR_K,)
+    return ch, (float(door_half_width()),)
+
+
+def door_half_width(p_outside=1 / 2):
+    """The ``K`` with ``P(|z| > K) = p_outside`` for ``z ~ N(0, 1)``, solved by SymPy from
+    ``2 int_K^inf N(z; 0, 1) dz = p_outside``: ``sqrt(2) erfcinv(p_outside)`` (exact)."""
+    import sympy as sp
+
+    p = sp.nsimplify(p_outside)
+    if not (p.is_number and 0 < p < 1):
+        raise ValueError(f"p_outside must be in (0, 1), got {p_outside}")
+    z = sp.Symbol("z", real=True)
+    K = sp.Symbol("K", positive=True)
+    tail = 2 * sp.integrate(sp.exp(-z ** 2 / 2) / sp.sqrt(2 * sp.pi), (z, K, sp.oo))
+    roots = sp.solve(sp.Eq(tail, p), K)
+    if len(roots) != 1:
+        raise ArithmeticError(f"expected one half-width for p_outside = {p}, got {roots}")
+    return roots[0]
 
 
 def make_se(prior, rho, channel):

@@ -11,6 +11,7 @@ import mpmath
 import numpy as np
 import pytest
 import sympy as sp
+from scipy.special import ndtri
 
 from symtheory.core.validate import ParameterError
 from symtheory.glm.factors import separable_prior as S
@@ -139,3 +140,20 @@ def test_rademacher_input_functions_are_tanh_without_overflow():
     np.testing.assert_allclose(v, 1 / np.cosh(np.clip(B, -700, 700)) ** 2, rtol=1e-12,
                                atol=0.0)
     assert math.isclose(r.error_terms(1e8)[0][1], -math.log(2), rel_tol=1e-15)
+
+
+
+@pytest.mark.parametrize("p", ["1/2", "1/10", "0.9"])
+def test_door_half_width_against_mpmath(p):
+    """SymPy's solved K (glm.tasks) against the Gaussian tail in mpmath at 30 digits
+    (1e-25: the derivation is exact, the margin is mpmath's own evaluation)."""
+    from symtheory.glm.tasks import door_half_width
+
+    q = sp.Rational(sp.nsimplify(p))
+    K = door_half_width(q)
+    with mpmath.workdps(30):
+        tail = mpmath.erfc(mpmath.mpf(str(K.evalf(40))) / mpmath.sqrt(2))
+        assert abs(tail - mpmath.mpf(q.p) / q.q) < mpmath.mpf("1e-25")
+    assert float(door_half_width()) == pytest.approx(float(ndtri(0.75)), rel=1e-15)
+    with pytest.raises(ValueError, match="p_outside"):
+        door_half_width(1)
