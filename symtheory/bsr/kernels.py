@@ -187,7 +187,22 @@ class BSRTheory:
 
 
 def theory() -> BSRTheory:
-    """The kernels, compiled (or loaded from the cache) once per process."""
+    """Return the BSR kernels and solvers, built once per process.
+
+    The symbolic declarations of :mod:`symtheory.bsr.model` compiled to kernels (cached
+    on disk after the first build); the functions of :mod:`symtheory.bsr` call it.
+
+    Returns
+    -------
+    BSRTheory
+        The process's kernel holder.
+
+    Examples
+    --------
+    >>> from symtheory import bsr
+    >>> bsr.theory() is bsr.theory()
+    True
+    """
     global _THEORY
     if _THEORY is None:
         _THEORY = BSRTheory()
@@ -204,10 +219,30 @@ def check_params(beta, rho, delta=0.0):
 
 
 def canonical(beta: float, rho: float):
-    """Map to ``beta >= 1`` by transposition (bsr.md 14.1).
+    """Return the canonical orientation ``(beta >= 1, rho)`` of a BSR problem (bsr.md 14.1).
 
     With ``rho = r/d``: swapping ``d <-> L`` gives ``beta' = d/L = 1/beta`` and
     ``rho' = r/L = rho/beta``; ``alpha = n/(dL)`` is unchanged.
+
+    Parameters
+    ----------
+    beta : float
+        Token ratio ``L/d`` (> 0).
+    rho : float
+        Rank ratio ``r/d`` (> 0).
+
+    Returns
+    -------
+    tuple of float
+        ``(beta, rho)`` with ``beta >= 1``.
+
+    Examples
+    --------
+    >>> from symtheory import bsr
+    >>> bsr.canonical(0.5, 0.25)
+    (2.0, 0.5)
+    >>> bsr.canonical(2.0, 0.5)
+    (2.0, 0.5)
     """
     if beta < 1.0:
         return 1.0 / beta, rho / beta

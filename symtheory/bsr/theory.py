@@ -66,8 +66,33 @@ RIDGE_ROUNDING = 16 * EPS
 
 # --------------------------------------------------------------------- parameters
 def alpha_pr(beta, rho) -> float:
-    """Perfect-recovery threshold ``min(1, rho(1 + beta - rho)/beta)`` (bsr.md 7),
-    ``rho = r/d``; the formula is the same in both orientations."""
+    """Return the perfect-recovery threshold ``alpha_PR`` of BSR (bsr.md 7).
+
+    ``alpha_PR = min(1, rho (1 + beta - rho)/beta)`` in the package's normalization
+    ``rho = r/d``, ``beta = L/d``; the formula is the same in both orientations
+    (``beta < 1`` is the transposed problem, bsr.md 14.1).
+
+    Parameters
+    ----------
+    beta : float
+        Token ratio ``L/d`` (> 0; ``inf`` allowed).
+    rho : float
+        Rank ratio ``r/d`` (> 0).
+
+    Returns
+    -------
+    float
+        The sample ratio ``alpha = n/(d L)`` above which the noiseless Bayes-optimal
+        error is zero.
+
+    Examples
+    --------
+    >>> from symtheory import bsr
+    >>> bsr.alpha_pr(2.0, 0.5)      # 0.5 (1 + 2 - 0.5)/2
+    0.625
+    >>> bsr.alpha_pr(2.0, 1.5)      # full rank: one sample per entry
+    1.0
+    """
     beta, rho, _ = check_params(beta, rho)
     beta, rho = canonical(beta, rho)
     if rho >= 1.0:
@@ -78,7 +103,29 @@ def alpha_pr(beta, rho) -> float:
 
 
 def ridge_mse(alpha, delta) -> float:
-    """Bayes-optimal ridge error (lambda = Delta) on vectorized tokens (bsr.md 8)."""
+    """Return the error of Bayes-optimal ridge regression on vectorized tokens (bsr.md 8).
+
+    The linear estimator with penalty ``lambda = Delta``; an upper bound on the
+    Bayes-optimal ``mmse`` at every ``alpha``.
+
+    Parameters
+    ----------
+    alpha : float
+        Sample ratio ``n/(d L)`` (>= 0).
+    delta : float
+        Label-noise variance ``Delta`` (>= 0).
+
+    Returns
+    -------
+    float
+        Per-entry error on ``S*`` (test error minus ``Delta``).
+
+    Examples
+    --------
+    >>> from symtheory import bsr
+    >>> bsr.ridge_mse(0.3, 0.0)     # noiseless: 1 - alpha below alpha = 1
+    0.7
+    """
     alpha = validate.real("alpha", alpha, low=0)
     delta = validate.real("delta", delta, low=0)
     return theory().ridge_error(alpha, delta)
@@ -87,12 +134,53 @@ def ridge_mse(alpha, delta) -> float:
 # --------------------------------------------------------------------- fixed point
 @dataclass
 class BOPoint(Result):
-    """Bayes-optimal solution at one alpha (columns of :func:`bo_curve`): ``value`` (also
-    ``mmse``) is ``1 - q``, the per-entry MMSE on ``S*`` (= test error - Delta), ``error``
-    (also ``mmse_error``) a certified bound on ``|mmse - exact|``; ``converged`` iff
-    ``mmse_error <= rtol * mmse``; ``iterations`` counts evaluations of mmse_RIE;
-    ``residual`` is ``|mmse_RIE((Delta + v)/alpha) - v|`` at the reported ``v``; ``method``
-    the path of the evaluations (exact, spectral, beta=inf, ...)."""
+    """Bayes-optimal solution of BSR at one ``alpha`` (the columns of :func:`bo_curve`).
+
+    Returned by :func:`bo_point`; every field below is an attribute of the same name.
+    ``value`` (also ``mmse``) is ``1 - q``, the per-entry MMSE on ``S*`` (= test error -
+    ``Delta``, bsr.md 2), ``error`` (also ``mmse_error``) a certified bound on
+    ``|mmse - exact|``.
+
+    Parameters
+    ----------
+    alpha, beta, rho, delta : float
+        The point: ``alpha = n/(d L)``, ``beta = L/d``, ``rho = r/d``, noise variance.
+    q : float
+        Overlap ``q = 1 - mmse``.
+    alpha_pr : float
+        Perfect-recovery threshold (:func:`alpha_pr`).
+    ridge_mse : float
+        Error of the linear estimator (:func:`ridge_mse`).
+    alpha_lr : float
+        The low-rank sample ratio ``n/(r(d + L))`` of this ``alpha``.
+    mmse_str, q_str : str
+        The high-precision values (with ``precision=``), else empty.
+    digits_confirmed : float
+        Digits on which the precision run and its twice-as-precise check agree.
+    value : float
+        ``1 - q``, the MMSE.
+    error : float
+        Certified bound on ``|mmse - exact|``.
+    error_kind : str
+        ``"bound"``.
+    converged : bool
+        ``mmse_error <= rtol * mmse`` (certified).
+    iterations : int
+        Evaluations of ``mmse_RIE``.
+    residual : float
+        ``|mmse_RIE((Delta + v)/alpha) - v|`` at the reported ``v``.
+    method : str
+        Path of the evaluations (exact, spectral, beta=inf, ...).
+    message : str
+        What happened, in words.
+
+    Examples
+    --------
+    >>> from symtheory import bsr
+    >>> pt = bsr.bo_point(0.3, beta=2.0, rho=0.5)
+    >>> round(pt.mmse, 9), pt.converged, pt.mmse_error < 1e-8 * pt.mmse
+    (0.590245391, True, True)
+    """
 
     alpha: float = math.nan
     beta: float = math.nan
@@ -134,8 +222,38 @@ def _genie_solution(alpha, rho, delta, v_hi):
 
 
 def solve_overlap(alpha, beta, rho, delta=0.0, *, rtol=MMSE_RTOL) -> CertifiedRoot:
-    """Solve ``v = mmse_RIE(beta, rho, (Delta + v)/alpha)`` for ``v = 1 - q`` (bsr.md 3.1)
-    and certify it to the relative tolerance ``rtol`` (module docstring)."""
+    """Solve the BSR fixed point for ``v = 1 - q`` with a certified error bound (bsr.md 3.1).
+
+    Solves ``v = mmse_RIE(beta, rho, (Delta + v)/alpha)`` between the genie
+    (``beta = inf``) and linear-estimator bounds and certifies the root to the relative
+    tolerance ``rtol`` (module docstring).
+
+    Parameters
+    ----------
+    alpha : float
+        Sample ratio ``n/(d L)`` (>= 0).
+    beta : float
+        Token ratio ``L/d`` (> 0).
+    rho : float
+        Rank ratio ``r/d`` (> 0).
+    delta : float, optional
+        Label-noise variance (>= 0).
+    rtol : float, optional
+        Relative tolerance of the certificate (> 0).
+
+    Returns
+    -------
+    CertifiedRoot
+        ``value`` the root ``v``, ``error`` its certified bound, ``converged`` iff
+        ``error <= rtol v``, ``iterations`` the evaluations of ``mmse_RIE``.
+
+    Examples
+    --------
+    >>> from symtheory import bsr
+    >>> sol = bsr.solve_overlap(0.3, beta=2.0, rho=0.5)
+    >>> round(sol.value, 9), sol.converged
+    (0.590245391, True)
+    """
     beta, rho, delta = check_params(beta, rho, delta)
     alpha = validate.real("alpha", alpha, low=0)
     rtol = validate.real("rtol", rtol, low=0, low_open=True)
@@ -194,8 +312,43 @@ def _precision_solve(alpha, beta, rho, delta, v0, digits):
 
 def bo_point(alpha, beta, rho, delta=0.0, *, precision: int | None = None,
              rtol: float = MMSE_RTOL) -> BOPoint:
-    """Bayes-optimal error at one sample ratio ``alpha = n/(d L)`` (bsr.md 3),
-    ``beta = L/d``, ``rho = r/d``; ``converged`` iff ``mmse`` is certified to ``rtol``."""
+    """Return the Bayes-optimal error of BSR at one sample ratio (bsr.md 3).
+
+    Package normalization: ``alpha = n/(d L)``, ``beta = L/d``, ``rho = r/d``; ``mmse``
+    is ``1 - q``, the per-entry MMSE on ``S*``.  ``converged`` iff ``mmse`` is
+    certified to ``rtol``; an uncertified point is returned with a
+    ``ConvergenceWarning``.
+
+    Parameters
+    ----------
+    alpha : float
+        Sample ratio ``n/(d L)`` (>= 0).
+    beta : float
+        Token ratio ``L/d`` (> 0).
+    rho : float
+        Rank ratio ``r/d`` (> 0).
+    delta : float, optional
+        Label-noise variance ``Delta`` (>= 0).
+    precision : int, optional
+        Digits of an mpmath refinement, confirmed at twice the digits
+        (``mmse_str``, ``q_str``, ``digits_confirmed``).
+    rtol : float, optional
+        Relative tolerance of the certified ``mmse``.
+
+    Returns
+    -------
+    BOPoint
+        The solution and its report.
+
+    Examples
+    --------
+    >>> from symtheory import bsr
+    >>> pt = bsr.bo_point(0.3, beta=2.0, rho=0.5)
+    >>> round(pt.mmse, 9), round(pt.q, 9), pt.alpha_pr
+    (0.590245391, 0.409754609, 0.625)
+    >>> bsr.bo_point(0.7, beta=2.0, rho=0.5).mmse    # above alpha_PR: perfect recovery
+    0.0
+    """
     beta, rho, delta = check_params(beta, rho, delta)
     alpha = validate.real("alpha", alpha, low=0)
     sol = solve_overlap(alpha, beta, rho, delta, rtol=rtol)
@@ -231,13 +384,43 @@ def bo_point(alpha, beta, rho, delta=0.0, *, precision: int | None = None,
 
 def bo_curve(alpha, beta, rho, delta=0.0, *, precision: int | None = None,
              progress: bool = False, rtol: float = MMSE_RTOL):
-    """Bayes-optimal error along a sweep of ``alpha`` (returns a :class:`Table`).
+    """Return the Bayes-optimal error of BSR along a sweep of ``alpha`` (bsr.md 3).
 
-    Columns: ``alpha, mmse, q, alpha_pr, ridge_mse, alpha_lr, converged, iterations,
-    residual, mmse_error, method`` (+ ``mmse_str, q_str, digits_confirmed`` with
-    ``precision``).  ``mmse`` is ``1 - q``, the ``mmse`` column of the paper's CSVs
+    Columns: ``alpha, beta, rho, delta, mmse, q, alpha_pr, ridge_mse, alpha_lr, converged,
+    iterations, residual, mmse_error, method`` (+ ``mmse_str, q_str, digits_confirmed``
+    with ``precision``).  ``mmse`` is ``1 - q``, the ``mmse`` column of the paper's CSVs
     (bsr.md 2); ``mmse_error`` bounds ``|mmse - exact|`` and ``converged`` means
     ``mmse_error <= rtol mmse``.
+
+    Parameters
+    ----------
+    alpha : float or array_like
+        Sample ratios ``n/(d L)`` (>= 0).
+    beta : float
+        Token ratio ``L/d`` (> 0).
+    rho : float
+        Rank ratio ``r/d`` (> 0).
+    delta : float, optional
+        Label-noise variance (>= 0).
+    precision : int, optional
+        Digits of an mpmath refinement of each point (see :func:`bo_point`).
+    progress : bool, optional
+        Show a progress bar.
+    rtol : float, optional
+        Relative tolerance of each certified ``mmse``.
+
+    Returns
+    -------
+    Table
+        One row per ``alpha`` (:class:`~symtheory.core.table.Table`, with the run's
+        metadata).
+
+    Examples
+    --------
+    >>> from symtheory import bsr
+    >>> table = bsr.bo_curve([0.1, 0.3], beta=2.0, rho=0.5)
+    >>> table["mmse"].round(9).tolist()
+    [0.892900272, 0.590245391]
     """
     from ..core.progress import progress_bar
     from ..core.table import Table

@@ -51,7 +51,20 @@ class Result:
             raise ValueError(f"error_kind must be one of {ERROR_KINDS}, got {self.error_kind!r}")
 
     def report(self) -> dict:
-        """The fields every result shares, as plain Python values (for tables and JSON)."""
+        """Return the fields every result shares, as plain Python values (for tables and JSON).
+
+        Returns
+        -------
+        dict
+            ``value, error, error_kind, converged, iterations, residual, method, message``;
+            arrays as nested lists.
+
+        Examples
+        --------
+        >>> from symtheory.bsr import MMSEEstimate
+        >>> MMSEEstimate(value=0.25, error=0.5, method="bounds").report()["method"]
+        'bounds'
+        """
         out = {}
         for f in fields(Result):
             v = getattr(self, f.name)

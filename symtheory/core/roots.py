@@ -51,10 +51,41 @@ LOWER_ROOT_SHRINKS = (16 * EPS, 1e-13, 1e-11, 1e-9, 1e-7)
 
 @dataclass
 class Estimate(Result):
-    """A value with an error bar (``error_kind`` ``"estimate"`` unless the path is a
-    rigorous bound) and the path (``method``) that produced it; ``note`` (the
-    ``message``) says why a path failed or was replaced.  ``converged`` is set from
-    the value and error: both finite (a path that failed has an infinite error)."""
+    """A value with an error bar and the path that produced it (``MMSEEstimate`` in BSR).
+
+    ``error_kind`` is ``"estimate"`` unless the path is a rigorous bound; ``note`` (the
+    ``message``) says why a path failed or was replaced.  ``converged`` is set from the
+    value and error: both finite (a path that failed has an infinite error).  Every
+    parameter is the attribute of the same name (:class:`~symtheory.core.result.Result`).
+
+    Parameters
+    ----------
+    value : float
+        The value.
+    error : float
+        Its error bar (``inf``: the path failed).
+    error_kind : str
+        ``"estimate"`` or ``"bound"`` (a certified bound on ``|value - exact|``).
+    converged : bool
+        Overwritten: both ``value`` and ``error`` finite.
+    iterations : int
+        Evaluations spent.
+    residual : float
+        The path's last residual.
+    method : str
+        The path (e.g. ``"spectral"``, ``"beta=inf"``, ``"bounds"``).
+    message : str
+        Why a path failed or was replaced.
+
+    Examples
+    --------
+    >>> from symtheory.bsr import MMSEEstimate
+    >>> est = MMSEEstimate(value=0.25, error=1e-12, method="spectral")
+    >>> est.converged, est.error_kind
+    (True, 'estimate')
+    >>> MMSEEstimate(value=0.25).converged      # no error bar: not converged
+    False
+    """
 
     value: float = field(default=math.nan, kw_only=True)
     error: float = field(default=math.inf, kw_only=True)

@@ -4,9 +4,33 @@ from __future__ import annotations
 
 
 def softmax_rows(K, inv_temp=1):
-    """Row softmax ``exp(b K_ij) / sum_k exp(b K_ik)`` (``b = inv_temp``) written as
+    """Return the row softmax of a SymPy matrix, written so that it never overflows.
+
+    ``exp(b K_ij) / sum_k exp(b K_ik)`` (``b = inv_temp``) written as
     ``1 / sum_k exp(b (K_ik - K_ij))``: its generated kernels never overflow to NaN (a huge
-    exponent only sends an entry to its limit 0).  The package's one symbolic softmax."""
+    exponent only sends an entry to its limit 0).  The package's one symbolic softmax
+    (the activation of deep attention, smi.md Eq. 6).
+
+    Parameters
+    ----------
+    K : sympy.Matrix
+        The logits, ``rows x cols``.
+    inv_temp : sympy.Expr or float, optional
+        Inverse temperature ``b``.
+
+    Returns
+    -------
+    sympy.Matrix
+        Same shape as ``K``; each row sums to one.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from symtheory.smi import softmax_rows
+    >>> x = sp.Symbol("x", real=True)
+    >>> softmax_rows(sp.Matrix([[0, x]]))
+    Matrix([[1/(exp(x) + 1), 1/(1 + exp(-x))]])
+    """
     import sympy as sp
 
     rows, cols = K.shape

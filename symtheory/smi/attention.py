@@ -39,12 +39,42 @@ def _activation(name):
 
 def deep_attention(depth: int = 2, seq_len: int = 2, rank: int = 1, skip: float = 1.0,
                    beta: float = 1.0, activation: str = "softmax", variant: str = "tied") -> MultiIndexModel:
-    """The SMI link of deep attention (smi.md Eq. 6) and, where available, its reduction.
+    """Declare the SMI link of deep attention (smi.md Eq. 6) and, where available, its reduction.
 
-    ``depth`` = number of attention layers L, ``seq_len`` = tokens M, ``rank`` = r,
-    ``skip`` = c > 0, ``beta`` = softmax inverse temperature, ``variant`` in
-    ``tied`` (P = L r), ``untied`` (P = 2 L r, rows K_1, Q_1, ..., K_L, Q_L) or
-    ``seq2seq`` (tied, output = final mixing T_{L+1}).
+    Builds ``y = g(Z)`` by the symbolic recursion of the module docstring (smi.md 2.1); for
+    tied attention with rank one and ``M = 2`` (linear activation: any ``M``) it also
+    declares the deterministic reduction of smi.md 9 / 10.1.
+
+    Parameters
+    ----------
+    depth : int, optional
+        Number of attention layers ``L`` (>= 1).
+    seq_len : int, optional
+        Number of tokens ``M`` (>= 1).
+    rank : int, optional
+        Rank ``r`` of each layer's weights (>= 1).
+    skip : float, optional
+        Skip-connection strength ``c`` (> 0).
+    beta : float, optional
+        Softmax inverse temperature (> 0).
+    activation : {"softmax", "linear"}, optional
+        Row softmax or the identity.
+    variant : {"tied", "untied", "seq2seq"}, optional
+        ``tied`` (``P = L r``), ``untied`` (``P = 2 L r``, rows ``K_1, Q_1, ..., K_L,
+        Q_L``; smi.md 2.3, A.1) or ``seq2seq`` (tied, output the final mixing
+        ``T_{L+1}``; A.2).
+
+    Returns
+    -------
+    MultiIndexModel
+        The declared model (a Laplace-RQMC model for a reduced link of depth >= 3).
+
+    Examples
+    --------
+    >>> from symtheory import smi
+    >>> model = smi.deep_attention(depth=2, seq_len=2)
+    >>> model.P, model.M, model.link.shape, model.reduction is not None
+    (2, 2, (2, 2), True)
     """
     L = integer("depth", depth, low=1)
     M = integer("seq_len", seq_len, low=1)
