@@ -104,15 +104,60 @@ def check_params(rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0):
 
 
 def constraints_per_sample(seq_len, link="softmax") -> int:
-    """``k``: u-space indices revealed per sample, the rank of the link's Jacobian
-    (aim.md 3.4; ``2k = T^2 + T - 2`` for softmax)."""
+    """Return ``k``, the number of u-space indices a sample reveals (aim.md 3.4).
+
+    The rank of the link's Jacobian, derived symbolically: ``2k = T^2 + T - 2`` for
+    softmax (its rows sum to one), ``T(T+1)/2`` for the identity.
+
+    Parameters
+    ----------
+    seq_len : int
+        Sequence length ``T`` (>= 1).
+    link : {"softmax", "identity"}, optional
+        The attention link (softmax at any inverse temperature, or the identity).
+
+    Returns
+    -------
+    int
+        ``k``.
+
+    Examples
+    --------
+    >>> from symtheory import aim
+    >>> aim.constraints_per_sample(3), aim.constraints_per_sample(3, "identity")
+    (5, 6)
+    """
     seq_len = validate.integer("seq_len", seq_len, low=1)
     check_params(1.0, seq_len, link)
     return theory().link_rank(seq_len, link).rank
 
 
 def alpha_tilde(alpha, seq_len, link="softmax") -> float:
-    """Effective sample ratio ``alpha_tilde = 2 alpha k`` of the linear-rank channel."""
+    """Return the effective sample ratio ``alpha_tilde = 2 alpha k`` of the linear-rank channel.
+
+    The state evolution (aim.md 3.3) depends on ``alpha = n/d^2`` only through it;
+    ``k`` is :func:`constraints_per_sample`.
+
+    Parameters
+    ----------
+    alpha : float
+        Sample ratio ``n/d^2`` (>= 0).
+    seq_len : int
+        Sequence length ``T`` (>= 1).
+    link : {"softmax", "identity"}, optional
+        The attention link (softmax at any inverse temperature, or the identity).
+
+    Returns
+    -------
+    float
+        ``alpha_tilde``.
+
+    Examples
+    --------
+    >>> from symtheory import aim
+    >>> aim.alpha_tilde(0.1, seq_len=2)     # k = 2
+    0.4
+    """
     alpha = validate.real("alpha", alpha, low=0)
     return SAMPLE_FACTOR * alpha * constraints_per_sample(seq_len, link)
 
@@ -124,9 +169,32 @@ def _at_pr(rho: float) -> float:
 
 
 def alpha_pr(rho, seq_len, link="softmax") -> float:
-    """Perfect-recovery threshold ``(2 rho - rho^2)/(T^2 + T - 2)`` (softmax, rho <= 1;
-    ``1/(T^2 + T - 2)`` above; aim.md 4.1) -- generally ``alpha_tilde_PR/(2k)``;
-    ``inf`` when the link reveals nothing (``k = 0``)."""
+    """Return the perfect-recovery threshold ``alpha_PR`` in ``alpha = n/d^2`` (aim.md 4.1).
+
+    ``(2 rho - rho^2)/(T^2 + T - 2)`` for softmax and ``rho <= 1``, ``1/(T^2 + T - 2)``
+    above; generally ``alpha_tilde_PR/(2k)``; ``inf`` when the link reveals nothing
+    (``k = 0``).
+
+    Parameters
+    ----------
+    rho : float
+        Width ratio ``r/d`` (>= 0, ``inf`` allowed).
+    seq_len : int
+        Sequence length ``T`` (>= 1).
+    link : {"softmax", "identity"}, optional
+        The attention link (softmax at any inverse temperature, or the identity).
+
+    Returns
+    -------
+    float
+        ``alpha_PR``.
+
+    Examples
+    --------
+    >>> from symtheory import aim
+    >>> aim.alpha_pr(0.5, seq_len=2)        # (1 - 0.25)/4
+    0.1875
+    """
     rho, seq_len, link, _, _ = check_params(rho, seq_len, link)
     k = constraints_per_sample(seq_len, link)
     if k == 0:
@@ -135,7 +203,31 @@ def alpha_pr(rho, seq_len, link="softmax") -> float:
 
 
 def mmse_denoising(rho, D, *, rtol=1e-11) -> float:
-    """``(1/d) E||S_hat - S||^2`` of the symmetric RIE at noise ``D`` (aim.md 3.1)."""
+    """Return the MMSE ``(1/d) E||S_hat - S||_F^2`` of the symmetric RIE at noise ``D`` (aim.md 3.1).
+
+    ``S`` is the tied prior of width ratio ``rho`` (``Q0 = 1 + rho``), observed as
+    ``S + sqrt(D) Z`` with ``Z`` GOE (semicircle on ``[-2, 2]``).
+
+    Parameters
+    ----------
+    rho : float
+        Width ratio ``r/d`` (> 0, ``inf`` allowed: ``D/(1 + D)``).
+    D : float
+        Noise variance (> 0).
+    rtol : float, optional
+        Relative tolerance of the quadrature.
+
+    Returns
+    -------
+    float
+        The MMSE.
+
+    Examples
+    --------
+    >>> from symtheory import aim
+    >>> round(aim.mmse_denoising(0.5, 0.1), 12)
+    0.066541493203
+    """
     rho = validate.real("rho", rho, low=0, low_open=True, allow_inf=True)
     D = validate.real("D", D, low=0, low_open=True)
     th = theory()
@@ -145,7 +237,30 @@ def mmse_denoising(rho, D, *, rtol=1e-11) -> float:
 
 
 def mmse_denoising_mp(rho, D, dps=30):
-    """:func:`mmse_denoising` in mpmath at ``dps`` digits (the independent path)."""
+    """Return :func:`mmse_denoising` computed in mpmath at ``dps`` digits: the independent path.
+
+    Parameters
+    ----------
+    rho : float
+        Width ratio ``r/d`` (> 0, ``inf`` allowed); floats are read by their shortest
+        repr (:func:`~symtheory.glm.se.spectral.exact_mpf`).
+    D : float
+        Noise variance (> 0).
+    dps : int, optional
+        Decimal digits of the working precision.
+
+    Returns
+    -------
+    mpmath.mpf
+        The MMSE.
+
+    Examples
+    --------
+    >>> from symtheory import aim
+    >>> v = aim.mmse_denoising_mp(0.5, 0.1, dps=20)
+    >>> abs(float(v) - aim.mmse_denoising(0.5, 0.1)) < 1e-12
+    True
+    """
     import mpmath
 
     with mpmath.workdps(dps):
@@ -156,9 +271,39 @@ def mmse_denoising_mp(rho, D, dps=30):
 
 
 def rie_denoise(R, rho, D):
-    """Symmetric RIE estimate of ``S`` from ``R = S + sqrt(D) Z`` (aim.md 3.1), ``Z``
-    GOE with semicircle on ``[-2, 2]``; eigenvalues outside the limiting support use
-    the physical branch of the Hilbert transform."""
+    """Return the symmetric RIE estimate of ``S`` from ``R = S + sqrt(D) Z`` (aim.md 3.1).
+
+    ``Z`` GOE with semicircle on ``[-2, 2]``; eigenvalues outside the limiting support use
+    the physical branch of the Hilbert transform.
+
+    Parameters
+    ----------
+    R : array_like
+        The observed symmetric ``d x d`` matrix.
+    rho : float
+        Width ratio ``r/d`` of ``S`` (> 0).
+    D : float
+        Noise variance (> 0).
+
+    Returns
+    -------
+    numpy.ndarray
+        The estimate ``S_hat`` (``d x d``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symtheory import aim
+    >>> rng = np.random.default_rng(0)
+    >>> d, r, D = 200, 100, 0.1
+    >>> W = rng.standard_normal((d, r))
+    >>> S = W @ W.T / np.sqrt(r * d)                 # (1/d) E||S||^2 = 1 + rho
+    >>> G = rng.standard_normal((d, d))
+    >>> R = S + np.sqrt(D) * (G + G.T) / np.sqrt(2 * d)
+    >>> S_hat = aim.rie_denoise(R, rho=r / d, D=D)
+    >>> round(float(np.sum((S_hat - S) ** 2)) / d, 2), round(aim.mmse_denoising(0.5, D), 2)
+    (0.07, 0.07)
+    """
     R = np.asarray(R, dtype=float)
     if R.ndim != 2 or R.shape[0] != R.shape[1]:
         raise validate.ParameterError(f"R must be a square matrix, got shape {R.shape}")
@@ -192,12 +337,44 @@ class _SoftmaxIndices:
 
 def gen_error(mse, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *, samples=20000,
               seed=0):
-    """Bayes-optimal test error ``E_omega tr Cov[g(h(omega + sqrt(V + delta/2) xi))]``
-    (aim.md 3.8) at MSE ``V = mse`` (overlap ``q = Q0 - V``, ``omega ~ N(0, q)``), output
-    noise included.  Returns ``(value, stderr)``: exact for the identity link
+    """Return the Bayes-optimal test error of the AIM at MSE ``V = mse`` (aim.md 3.8).
+
+    ``E_omega tr Cov[g(h(omega + sqrt(V + delta/2) xi))]`` with overlap ``q = Q0 - V``,
+    ``omega ~ N(0, q)``, output noise included: exact for the identity link
     (``T(T+1)(V + delta/2)``, ``2V + delta`` for QN), Monte Carlo for softmax
-    (:func:`glm.se.errors.bayes_error` with ``samples`` outer draws; NaN at ``rho = inf``,
-    where the indices have infinite variance)."""
+    (:func:`~symtheory.glm.se.errors.bayes_error` with ``samples`` outer draws; NaN at
+    ``rho = inf``, where the indices have infinite variance).
+
+    Parameters
+    ----------
+    mse : float
+        The MSE ``V = (1/d)||S_hat - S||_F^2`` (in ``[0, 1]``).
+    rho : float
+        Width ratio ``r/d`` (>= 0, ``inf`` allowed).
+    seq_len : int
+        Sequence length ``T`` (>= 1).
+    link : {"softmax", "identity"}, optional
+        The attention link (softmax at any inverse temperature, or the identity).
+    inv_temp : float, optional
+        Softmax inverse temperature (> 0).
+    delta : float, optional
+        Output-noise variance (>= 0).
+    samples : int, optional
+        Monte-Carlo draws (softmax).
+    seed : int, optional
+        Seed of the draws.
+
+    Returns
+    -------
+    tuple of float
+        ``(value, stderr)``; ``stderr`` is 0 for the exact identity link.
+
+    Examples
+    --------
+    >>> from symtheory import aim
+    >>> aim.gen_error(0.5, rho=0.5, seq_len=2, link="identity")     # T(T+1) V
+    (3.0, 0.0)
+    """
     rho, seq_len, link, inv_temp, delta = check_params(rho, seq_len, link, inv_temp, delta)
     th = theory()
     V = validate.real("mse", mse, low=0, high=1)
@@ -218,9 +395,55 @@ def gen_error(mse, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *, sam
 # --------------------------------------------------------------------- fixed point
 @dataclass
 class AIMPoint(Result):
-    """Bayes-optimal solution at one alpha (columns of :func:`bo_curve`): ``value`` (also
-    ``mmse``) is ``(1/d)||S_hat - S||_F^2`` (1 at alpha = 0) and ``q = Q0 - mmse``; the
-    test error with its Monte-Carlo standard error; the solve's report."""
+    """Bayes-optimal solution of the AIM at one ``alpha`` (the columns of :func:`bo_curve`).
+
+    Returned by :func:`bo_point`; every parameter is the attribute of the same name.
+    ``value`` (also ``mmse``) is ``(1/d)||S_hat - S||_F^2`` (1 at ``alpha = 0``) and
+    ``q = Q0 - mmse``, ``Q0 = 1 + rho``.
+
+    Parameters
+    ----------
+    alpha, rho : float
+        Sample ratio ``n/d^2`` and width ratio ``r/d``.
+    seq_len : int
+        Sequence length ``T``.
+    delta : float
+        Output-noise variance.
+    q : float
+        Overlap ``(1/d) Tr(S S_hat) = Q0 - mmse``.
+    gen_error, gen_error_stderr : float
+        Bayes test error (aim.md 3.8) and its Monte-Carlo standard error (NaN when
+        skipped).
+    alpha_tilde, alpha_pr : float
+        Effective sample ratio ``2 alpha k`` and the perfect-recovery threshold.
+    mmse_str, q_str : str
+        High-precision values (with ``precision=``), else empty.
+    digits_confirmed : float
+        Digits on which the precision run and its check at twice the digits agree.
+    value : float
+        The MSE.
+    error : float or None
+        Not estimated (``None``).
+    error_kind : str
+        Empty (no error bar).
+    converged : bool
+        The solver met its criterion.
+    iterations : int
+        Iterations of the solve.
+    residual : float
+        Its last residual.
+    method : str
+        ``brent``, ``exact`` or ``closed form``.
+    message : str
+        What happened, in words.
+
+    Examples
+    --------
+    >>> from symtheory import aim
+    >>> pt = aim.bo_point(0.05, rho=0.5, seq_len=2, gen_samples=None)
+    >>> round(pt.mmse, 9), round(pt.q, 9), pt.converged
+    (0.723677422, 0.776322578, True)
+    """
 
     alpha: float = math.nan
     rho: float = math.nan
@@ -315,10 +538,45 @@ def _rho_inf_digits(alpha, seq_len, link, delta, digits):
 def bo_point(alpha, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *,
              precision: int | None = None, gen_samples: int | None = 20000,
              seed: int = 0) -> AIMPoint:
-    """Bayes-optimal MSE on ``S`` and test error at ``alpha = n/d^2`` (aim.md 3.3, 3.8).
+    """Return the Bayes-optimal MSE on ``S`` and test error at ``alpha = n/d^2`` (aim.md 3.3, 3.8).
 
-    ``gen_samples=None`` skips the test error (NaN).  ``precision`` (digits) refines the
-    MSE with mpmath and confirms it at twice the digits.
+    Solves ``v = mmse((v + delta/2)/alpha_tilde)`` (module docstring) by a bracketed
+    Brent root; ``mmse`` is ``(1/d)||S_hat - S||_F^2``, 1 at ``alpha = 0``.
+
+    Parameters
+    ----------
+    alpha : float
+        Sample ratio ``n/d^2`` (>= 0).
+    rho : float
+        Width ratio ``r/d`` (> 0, ``inf`` allowed).
+    seq_len : int
+        Sequence length ``T`` (>= 1).
+    link : {"softmax", "identity"}, optional
+        The attention link (softmax at any inverse temperature, or the identity).
+    inv_temp : float, optional
+        Softmax inverse temperature (> 0; enters the test error only).
+    delta : float, optional
+        Output-noise variance (>= 0).
+    precision : int, optional
+        Digits of an mpmath refinement of the MSE, confirmed at twice the digits.
+    gen_samples : int or None, optional
+        Monte-Carlo draws of the softmax test error; ``None`` skips it (NaN).
+    seed : int, optional
+        Seed of those draws.
+
+    Returns
+    -------
+    AIMPoint
+        The solution and its report.
+
+    Examples
+    --------
+    >>> from symtheory import aim
+    >>> pt = aim.bo_point(0.05, rho=0.5, seq_len=2, gen_samples=None)
+    >>> round(pt.mmse, 9), pt.alpha_tilde, pt.alpha_pr
+    (0.723677422, 0.2, 0.1875)
+    >>> aim.bo_point(0.2, rho=0.5, seq_len=2, gen_samples=None).mmse   # above alpha_PR
+    0.0
     """
     rho, seq_len, link, inv_temp, delta = check_params(rho, seq_len, link, inv_temp, delta)
     alpha = validate.real("alpha", alpha, low=0)
@@ -353,11 +611,46 @@ def bo_point(alpha, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *,
 def bo_curve(alpha, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *,
              precision: int | None = None, gen_samples: int | None = 20000, seed: int = 0,
              progress: bool = False):
-    """:func:`bo_point` along a sweep of ``alpha`` (a :class:`~symtheory.core.table.Table`).
+    """Return :func:`bo_point` along a sweep of ``alpha`` as a table.
 
     Columns: ``alpha, rho, seq_len, delta, mmse, q, gen_error, gen_error_stderr,
     alpha_tilde, alpha_pr, converged, iterations, residual`` (+ ``mmse_str, q_str,
-    digits_confirmed`` with ``precision``).
+    digits_confirmed`` with ``precision``); ``alpha = n/d^2`` (aim.md 3.3, 3.8).
+
+    Parameters
+    ----------
+    alpha : float or array_like
+        Sample ratios ``n/d^2`` (>= 0).
+    rho : float
+        Width ratio ``r/d`` (> 0).
+    seq_len : int
+        Sequence length ``T`` (>= 1).
+    link : {"softmax", "identity"}, optional
+        The attention link (softmax at any inverse temperature, or the identity).
+    inv_temp : float, optional
+        Softmax inverse temperature (> 0).
+    delta : float, optional
+        Output-noise variance (>= 0).
+    precision : int, optional
+        Digits of an mpmath refinement of each point.
+    gen_samples : int or None, optional
+        Monte-Carlo draws of the test error; ``None`` skips it.
+    seed : int, optional
+        Seed of those draws.
+    progress : bool, optional
+        Show a progress bar.
+
+    Returns
+    -------
+    Table
+        One row per ``alpha`` (:class:`~symtheory.core.table.Table`, with metadata).
+
+    Examples
+    --------
+    >>> from symtheory import aim
+    >>> table = aim.bo_curve([0.02, 0.05], rho=0.5, seq_len=2, gen_samples=None)
+    >>> table["mmse"].round(6).tolist()
+    [0.906634, 0.723677]
     """
     from ..core.progress import progress_bar
     from ..core.table import Table
@@ -388,7 +681,32 @@ def bo_curve(alpha, rho, seq_len, link="softmax", inv_temp=1.0, delta=0.0, *,
 
 
 def rho_infinity_mse(alpha, seq_len, link="softmax", delta=0.0) -> float:
-    """``rho -> infinity`` line (aim.md 4.2): noiseless ``max(0, 1 - alpha_tilde)``."""
+    """Return the MSE on the ``rho -> infinity`` line (aim.md 4.2), in closed form.
+
+    Noiseless it is ``max(0, 1 - alpha_tilde)``.
+
+    Parameters
+    ----------
+    alpha : float
+        Sample ratio ``n/d^2`` (>= 0).
+    seq_len : int
+        Sequence length ``T`` (>= 1).
+    link : {"softmax", "identity"}, optional
+        The attention link (softmax at any inverse temperature, or the identity).
+    delta : float, optional
+        Output-noise variance (>= 0).
+
+    Returns
+    -------
+    float
+        The MSE.
+
+    Examples
+    --------
+    >>> from symtheory import aim
+    >>> aim.rho_infinity_mse(0.05, seq_len=2)        # 1 - alpha_tilde, alpha_tilde = 0.2
+    0.8
+    """
     return float(solve_mse(alpha, math.inf, seq_len, link, delta).value)
 
 
@@ -407,8 +725,35 @@ class LowRankPoint:
 
 
 def low_rank_point(alpha_bar, seq_len, link="softmax", delta=0.0) -> LowRankPoint:
-    """Low-rank limit: ``a = 2 k alpha_bar``; MSE 1 below ``a_WR = 1 + delta/2``, the
-    derived branch above it (noiseless: ``a (2 - a)``, 0 beyond ``a = 2``)."""
+    """Return the low-rank limit ``rho -> 0`` at fixed ``alpha_bar = n/(d r)`` (aim.md 4.4).
+
+    With ``a = 2 k alpha_bar``: MSE 1 below ``a_WR = 1 + delta/2``, the derived branch
+    above it (noiseless: ``a (2 - a)``, 0 beyond ``a = 2``).
+
+    Parameters
+    ----------
+    alpha_bar : float
+        Sample ratio ``n/(d r) = alpha/rho`` (>= 0).
+    seq_len : int
+        Sequence length ``T`` (>= 1).
+    link : {"softmax", "identity"}, optional
+        The attention link (softmax at any inverse temperature, or the identity).
+    delta : float, optional
+        Output-noise variance (>= 0).
+
+    Returns
+    -------
+    LowRankPoint
+        ``alpha_bar, seq_len, delta, mmse, q`` and the thresholds ``alpha_bar_wr``,
+        ``alpha_bar_pr`` (in ``alpha_bar``).
+
+    Examples
+    --------
+    >>> from symtheory import aim
+    >>> pt = aim.low_rank_point(0.2, seq_len=2)      # a = 0.8: nothing learned
+    >>> pt.mmse, pt.alpha_bar_wr, pt.alpha_bar_pr
+    (1.0, 0.25, 0.5)
+    """
     alpha_bar = validate.real("alpha_bar", alpha_bar, low=0)
     _, seq_len, link, _, delta = check_params(0.0, seq_len, link, 1.0, delta)
     th = theory()
@@ -429,8 +774,36 @@ def low_rank_point(alpha_bar, seq_len, link="softmax", delta=0.0) -> LowRankPoin
 
 
 def thresholds(rho, seq_len, link="softmax", delta=0.0) -> dict:
-    """Phase transitions (aim.md 4): constraints per sample ``k``, ``alpha_PR`` (noiseless,
-    finite rho), and the low-rank weak/perfect-recovery thresholds in ``alpha_bar``."""
+    """Return the phase transitions of the AIM (aim.md 4).
+
+    Constraints per sample ``k``, ``alpha_PR`` (noiseless, finite ``rho``; ``inf`` with
+    noise) and the low-rank weak- and perfect-recovery thresholds in ``alpha_bar =
+    n/(d r)``.
+
+    Parameters
+    ----------
+    rho : float
+        Width ratio ``r/d`` (>= 0).
+    seq_len : int
+        Sequence length ``T`` (>= 1).
+    link : {"softmax", "identity"}, optional
+        The attention link (softmax at any inverse temperature, or the identity).
+    delta : float, optional
+        Output-noise variance (>= 0).
+
+    Returns
+    -------
+    dict
+        ``rho, seq_len, link, delta, constraints_per_sample, alpha_tilde_pr, alpha_pr,
+        alpha_bar_wr, alpha_bar_pr``.
+
+    Examples
+    --------
+    >>> from symtheory import aim
+    >>> th = aim.thresholds(0.5, seq_len=2)
+    >>> th["constraints_per_sample"], th["alpha_pr"], th["alpha_bar_wr"]
+    (2, 0.1875, 0.25)
+    """
     rho, seq_len, link, _, delta = check_params(rho, seq_len, link, 1.0, delta)
     k = constraints_per_sample(seq_len, link)
     lr = low_rank_point(0.0, seq_len, link, delta)
@@ -442,9 +815,32 @@ def thresholds(rho, seq_len, link="softmax", delta=0.0) -> dict:
 
 
 def qn_paper_units(mse, delta, kappa) -> dict:
-    """The quadratic network in the QN paper's normalisation ``S_M = W^T W/m`` (aim.md 8):
-    ``S = sqrt(kappa) S_M``, so ``MSE_M = mse/kappa`` and ``Delta_M = delta/kappa``
-    (its curves plot ``kappa MSE_M`` = our ``mse``)."""
+    """Convert to the quadratic-network paper's normalization ``S_M = W^T W/m`` (aim.md 8).
+
+    ``S = sqrt(kappa) S_M``, so ``MSE_M = mse/kappa`` and ``Delta_M = delta/kappa`` (its
+    curves plot ``kappa MSE_M``, which is the package's ``mse``; Maillard et al.,
+    arXiv:2408.03733).
+
+    Parameters
+    ----------
+    mse : float
+        The package's MSE (>= 0).
+    delta : float
+        The package's output-noise variance (>= 0).
+    kappa : float
+        The QN width ratio ``m/d`` (> 0; ``rho = kappa``).
+
+    Returns
+    -------
+    dict
+        ``{"mse_paper": mse/kappa, "delta_paper": delta/kappa}``.
+
+    Examples
+    --------
+    >>> from symtheory import aim
+    >>> aim.qn_paper_units(0.2, 0.1, kappa=0.5)
+    {'mse_paper': 0.4, 'delta_paper': 0.2}
+    """
     kappa = validate.real("kappa", kappa, low=0, low_open=True)
     return {"mse_paper": validate.real("mse", mse, low=0) / kappa,
             "delta_paper": validate.real("delta", delta, low=0) / kappa}
