@@ -55,7 +55,21 @@ def gaussian_overlap_map(qhat=None, variance=1):
 
 
 class GaussianPrior(Prior):
-    """Standard Gaussian prior N(0, I_P) on each weight column: ``rho = I``."""
+    """Standard Gaussian prior ``N(0, I_P)`` on each weight column: ``rho = I``.
+
+    Its overlap map ``F(qhat) = qhat/(1 + qhat)``, the map's inverse and derivative, the
+    free-entropy term ``psi_P`` and the input functions are derived by SymPy from the
+    log-partition (once per process) and compiled; matrices enter as the matrix functions
+    of the scalar maps (rotation invariance).  Eqs. (10)-(14) of arXiv:2502.00901.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symtheory.glm import GaussianPrior
+    >>> prior = GaussianPrior()
+    >>> prior.overlap_map(np.array([[1.0]]))        # qhat/(1 + qhat)
+    array([[0.5]])
+    """
 
     _kernel = None
 
@@ -106,14 +120,58 @@ class GaussianPrior(Prior):
                                          doc="posterior variance c_in(A) of the N(0,1) prior")
 
     def rho(self, P):
+        """Return the second moment ``E[w w^T] = I_P``.
+
+        Parameters
+        ----------
+        P : int
+            Number of weight rows.
+
+        Returns
+        -------
+        numpy.ndarray
+            The ``P x P`` identity.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm import GaussianPrior
+        >>> prior = GaussianPrior()
+        >>> prior.rho(2)
+        array([[1., 0.],
+               [0., 1.]])
+        """
         return np.eye(P)
 
     def input_functions(self, A: np.ndarray, B: np.ndarray):
-        """Matrix input functions ``(f_in, C_in)`` for a column observed through
-        ``exp(-w^T A w/2 + B^T w)`` (GAMP, arXiv:2502.00901 Algorithm 1): the derived
-        scalar ``c_in`` applied to the eigenvalues of ``A`` (rotation invariance),
-        ``C_in = c_in(A) = (I + A)^{-1}`` and ``f_in = C_in B``.  ``A`` must keep
-        ``I + A`` positive definite (``ValueError`` otherwise)."""
+        """Return GAMP's matrix input functions ``(f_in, C_in)`` of the Gaussian prior.
+
+        For a column observed through ``exp(-w^T A w/2 + B^T w)`` (GAMP, arXiv:2502.00901
+        Algorithm 1): the derived scalar ``c_in`` applied to the eigenvalues of ``A`` (rotation
+        invariance), ``C_in = c_in(A) = (I + A)^(-1)`` and ``f_in = C_in B``.
+
+        Parameters
+        ----------
+        A : numpy.ndarray
+            Precision, ``P x P`` (symmetrized); ``I + A`` must be positive definite
+            (``ValueError`` otherwise).
+        B : numpy.ndarray
+            Fields, ``P x p``.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``(f_in (P, p), C_in (P, P))``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm import GaussianPrior
+        >>> prior = GaussianPrior()
+        >>> f, C = prior.input_functions(np.eye(2), np.ones((2, 1)))
+        >>> f.ravel(), np.diag(C)
+        (array([0.5, 0.5]), array([0.5, 0.5]))
+        """
         A = 0.5 * (A + A.T)
         lam, O = np.linalg.eigh(A)
         if lam[0] <= -1.0:
@@ -122,7 +180,27 @@ class GaussianPrior(Prior):
         return C @ B, C
 
     def overlap_map(self, Qhat: np.ndarray) -> np.ndarray:
-        """``F_prior(Q_hat)`` as the matrix function of the derived scalar map."""
+        """Return ``F_prior(Q_hat)``, the matrix function of the derived scalar map ``qhat/(1 + qhat)``.
+
+        Parameters
+        ----------
+        Qhat : numpy.ndarray
+            Positive semidefinite ``P x P`` matrix (symmetrized).
+
+        Returns
+        -------
+        numpy.ndarray
+            ``Q = Q_hat (I + Q_hat)^(-1)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm import GaussianPrior
+        >>> prior = GaussianPrior()
+        >>> prior.overlap_map(np.diag([1.0, 3.0]))
+        array([[0.5 , 0.  ],
+               [0.  , 0.75]])
+        """
         Qhat = 0.5 * (Qhat + Qhat.T)
         lam, O = np.linalg.eigh(Qhat)
         if lam[0] < -1e-12 * max(1.0, abs(lam[-1])):
@@ -131,14 +209,35 @@ class GaussianPrior(Prior):
         return (O * f) @ O.T
 
     def overlap_map_derivative(self, Qhat: np.ndarray, H: np.ndarray) -> np.ndarray:
-        """Directional derivative ``dF_prior(Q_hat)[H]`` of the matrix function, with no
-        differencing: the Daleckii-Krein formula ``O (Gamma o O^T H O) O^T`` (Higham,
-        Functions of Matrices, Thm. 3.11), ``Gamma_ij = (F(l_i) - F(l_j))/(l_i - l_j)``
-        the divided difference derived symbolically with ``l_i - l_j`` cancelled (``F'``
-        on the diagonal).  Next to perfect recovery ``F = 1 - O(1/q_hat)`` rounds to 1:
-        differences of ``F`` vanish there (Q_stderr read 0 at q_hat = 2.5e12), and so did
-        a numerical divided difference between eigenvalues 1e12 and 1.00001e12.
-        ``Q_hat`` (PSD) and ``H`` (symmetric) must be finite square matrices of one shape."""
+        """Return the directional derivative ``dF_prior(Q_hat)[H]`` of the matrix function.
+
+        No differencing: the Daleckii-Krein formula ``O (Gamma o O^T H O) O^T`` (Higham,
+        Functions of Matrices, Thm. 3.11), ``Gamma_ij = (F(l_i) - F(l_j))/(l_i - l_j)`` the
+        divided difference derived symbolically with ``l_i - l_j`` cancelled (``F'`` on the
+        diagonal).  Next to perfect recovery ``F = 1 - O(1/q_hat)`` rounds to 1: differences
+        of ``F`` vanish there (Q_stderr read 0 at q_hat = 2.5e12), and so did a numerical
+        divided difference between eigenvalues 1e12 and 1.00001e12.
+
+        Parameters
+        ----------
+        Qhat : numpy.ndarray
+            Positive semidefinite, finite, square.
+        H : numpy.ndarray
+            Symmetric direction of the same shape.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``dF(Q_hat)[H]``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm import GaussianPrior
+        >>> prior = GaussianPrior()
+        >>> prior.overlap_map_derivative(np.eye(1), np.eye(1))     # 1/(1 + qhat)^2 at 1
+        array([[0.25]])
+        """
         Qhat = np.asarray(Qhat, dtype=float)
         H = np.asarray(H, dtype=float)
         if Qhat.ndim != 2 or Qhat.shape[0] != Qhat.shape[1] or H.shape != Qhat.shape:
@@ -157,13 +256,53 @@ class GaussianPrior(Prior):
         return O @ (gamma * (O.T @ H @ O)) @ O.T
 
     def psi(self, Qhat: np.ndarray) -> float:
-        """``psi_P(Q_hat)`` = sum of the derived scalar term over eigenvalues (= Tr Q_hat/2
-        - log det(I + Q_hat)/2 for N(0, I))."""
+        """Return the prior's free-entropy term ``psi_P(Q_hat)`` (Eqs. (10)-(11) of arXiv:2502.00901).
+
+        The sum of the derived scalar term over the eigenvalues: ``Tr Q_hat/2 -
+        log det(I + Q_hat)/2`` for ``N(0, I)``.
+
+        Parameters
+        ----------
+        Qhat : numpy.ndarray
+            Positive semidefinite ``P x P`` matrix.
+
+        Returns
+        -------
+        float
+            ``psi_P(Q_hat)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm import GaussianPrior
+        >>> prior = GaussianPrior()
+        >>> round(prior.psi(np.array([[1.0]])), 12), round(0.5 - float(np.log(2)) / 2, 12)
+        (0.15342640972, 0.15342640972)
+        """
         lam = np.linalg.eigvalsh(0.5 * (Qhat + Qhat.T))
         return float(np.sum(self._psi.vec(np.clip(lam, 0.0, None))[:, 0]))
 
     def inverse_overlap_map(self, Q: np.ndarray) -> np.ndarray:
-        """``F_prior^{-1}(Q)`` for ``0 <= Q < I`` (derived inverse of the scalar map)."""
+        """Return ``F_prior^(-1)(Q)`` for ``0 <= Q < I`` (the derived inverse of the scalar map).
+
+        Parameters
+        ----------
+        Q : numpy.ndarray
+            Symmetric ``P x P`` matrix with eigenvalues in ``[0, 1)``.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``Q_hat = Q (I - Q)^(-1)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm import GaussianPrior
+        >>> prior = GaussianPrior()
+        >>> prior.inverse_overlap_map(np.array([[0.5]]))
+        array([[1.]])
+        """
         Q = 0.5 * (Q + Q.T)
         lam, O = np.linalg.eigh(Q)
         if lam[0] < -1e-12 or lam[-1] >= 1:

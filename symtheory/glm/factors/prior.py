@@ -67,8 +67,30 @@ class Prior:
         raise self._missing("an inverse overlap map")
 
     def overlap_map_derivative(self, Qhat, H):
-        """The directional derivative ``dF(Q_hat)[H]``, or ``None`` when the prior has no
-        derived one (the state evolution then differences :meth:`overlap_map`)."""
+        """Return the directional derivative ``dF(Q_hat)[H]``, or ``None`` when not derived.
+
+        The state evolution then differences :meth:`overlap_map`.
+
+        Parameters
+        ----------
+        Qhat : numpy.ndarray
+            The ``P x P`` ``Q_hat``.
+        H : numpy.ndarray
+            Symmetric direction of the same shape.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            The derivative; ``None`` for a prior without a derived one.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = rademacher()                       # w = +-1, SeparablePrior
+        >>> prior.overlap_map_derivative(np.eye(1), np.eye(1)) is None
+        True
+        """
         return None
 
 

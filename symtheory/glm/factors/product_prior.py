@@ -46,8 +46,29 @@ TRAPEZOID_MIN_STEP = 1 / 32
 
 
 class ProductPrior(Prior):
-    """Rows ``k = 1..P`` i.i.d. from ``rows[k]`` (module docstring).  ``rtol``: the
-    state-evolution expectations at a coupled ``Q_hat``."""
+    """Product of separable priors: rows ``k = 1..P`` i.i.d. from ``rows[k]``.
+
+    Exact GAMP input functions at a coupled precision for point masses and Gaussians;
+    the state-evolution expectations at a coupled ``Q_hat`` by the tensor trapezoidal rule
+    (module docstring; Algorithm 1 of Troiani et al., arXiv:2502.00901).
+
+    Parameters
+    ----------
+    rows : list of SeparablePrior
+        One declared prior per weight row (non-empty).
+    rtol : float, optional
+        Tolerance of the state-evolution expectations at a coupled ``Q_hat``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symtheory.glm import ProductPrior
+    >>> from symtheory.glm.factors.separable_prior import rademacher
+    >>> prior = ProductPrior([rademacher(), rademacher()])      # P = 2 rows
+    >>> prior.P, prior.rho(2)
+    (2, array([[1., 0.],
+           [0., 1.]]))
+    """
 
     def __init__(self, rows, *, rtol: float = 1e-10):
         rows = list(rows)
@@ -88,8 +109,33 @@ class ProductPrior(Prior):
 
     # ------------------------------------------------------------------ input channel
     def log_partition_terms(self, A, B):
-        """``(log Z (p,), f_in (P, p), Cov[w | b] (p, P, P))`` for the precision ``A``
-        and the fields ``B (P, p)``."""
+        """Return ``(log Z, f_in, Cov[w | b])`` for the precision ``A`` and the fields ``B``.
+
+        Rows decouple at a diagonal ``A`` (each row's own 1-D terms); at a coupled ``A``
+        the closed form of the module docstring (point masses and Gaussians only).
+
+        Parameters
+        ----------
+        A : array_like
+            Precision, ``P x P``.
+        B : array_like
+            Fields, ``P x p``.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``log Z (p,)``, ``f_in (P, p)``, ``Cov[w | b] (p, P, P)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm import ProductPrior
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = ProductPrior([rademacher(), rademacher()])      # P = 2 rows
+        >>> logz, f, cov = prior.log_partition_terms(np.eye(2), np.array([[0.5], [0.5]]))
+        >>> f.ravel().round(8), round(float(np.tanh(0.5)), 8)      # f_in = tanh(b)
+        (array([0.46211716, 0.46211716]), 0.46211716)
+        """
         A, B = self._check(A, B)
         if not np.any(A - np.diag(np.diag(A))):
             outs = [r.log_partition_terms(B[k], A[k, k]) for k, r in enumerate(self.rows)]
@@ -126,10 +172,57 @@ class ProductPrior(Prior):
         return lse, mean.T, cov
 
     def input_functions(self, A, B):
+        """Return GAMP's input functions ``(f_in, variance)`` for the input channel ``(A, B)``.
+
+        Parameters
+        ----------
+        A : array_like
+            Precision, ``P x P``.
+        B : array_like
+            Fields, ``P x p``.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``f_in (P, p)`` and the posterior covariance averaged over coordinates ``(P, P)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm import ProductPrior
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = ProductPrior([rademacher(), rademacher()])      # P = 2 rows
+        >>> f, v = prior.input_functions(np.eye(2), np.zeros((2, 3)))
+        >>> f.shape, v.round(6)
+        ((2, 3), array([[1., 0.],
+               [0., 1.]]))
+        """
         _, f, cov = self.log_partition_terms(A, B)
         return f, cov.mean(axis=0)
 
     def rho(self, P):
+        """Return the second moment ``E[w w^T]`` (``E w_k^2`` on the diagonal, ``E w_k E w_l`` off it).
+
+        Parameters
+        ----------
+        P : int
+            Number of rows (must equal the prior's).
+
+        Returns
+        -------
+        numpy.ndarray
+            The ``P x P`` second moment.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm import ProductPrior
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = ProductPrior([rademacher(), rademacher()])      # P = 2 rows
+        >>> prior.rho(2)
+        array([[1., 0.],
+               [0., 1.]])
+        """
         if P != self.P:
             raise ParameterError(f"the product prior {self.name!r} has P = {self.P} rows, got {P}")
         mean = np.array([r.mean for r in self.rows])
@@ -145,6 +238,30 @@ class ProductPrior(Prior):
         return 0.5 * (Q + Q.T)
 
     def overlap_map(self, Qhat):
+        """Return ``Q = F(Q_hat)``, the state evolution's prior map.
+
+        Diagonal ``Q_hat``: the rows' 1-D maps; coupled: :meth:`coupled_expectation`.
+
+        Parameters
+        ----------
+        Qhat : array_like
+            Finite ``P x P`` matrix (symmetrized).
+
+        Returns
+        -------
+        numpy.ndarray
+            ``E[f_in f_in^T]``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm import ProductPrior
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = ProductPrior([rademacher(), rademacher()])      # P = 2 rows
+        >>> prior.overlap_map(np.eye(2)).round(8)
+        array([[0.55040049, 0.        ],
+               [0.        , 0.55040049]])
+        """
         Q = self._qhat(Qhat)
         if not np.any(Q - np.diag(np.diag(Q))):
             mean = np.array([r.mean for r in self.rows])
@@ -155,16 +272,60 @@ class ProductPrior(Prior):
         return self.coupled_expectation(Q)[0]
 
     def psi(self, Qhat):
+        """Return the prior's free-entropy term ``psi(Q_hat) = E log Z``.
+
+        Parameters
+        ----------
+        Qhat : array_like
+            Finite ``P x P`` matrix.
+
+        Returns
+        -------
+        float
+            The sum of the rows' terms at a diagonal ``Q_hat``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm import ProductPrior
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = ProductPrior([rademacher(), rademacher()])      # P = 2 rows
+        >>> round(prior.psi(np.eye(2)), 8)
+        0.32633836
+        """
         Q = self._qhat(Qhat)
         if not np.any(Q - np.diag(np.diag(Q))):
             return float(sum(r.psi([[Q[k, k]]]) for k, r in enumerate(self.rows)))
         return self.coupled_expectation(Q)[1]
 
     def coupled_expectation(self, Q):
-        """``(E[f_in f_in^T], E[log Z], change)`` at ``A = Q``, ``B = Q w0 + Q^{1/2} xi``,
-        per combination of components, by the tensor trapezoidal rule (module docstring),
-        the step halved from 1/2 until two steps agree to ``rtol`` (relative to the largest
-        entry, ``change`` the last difference)."""
+        """Return ``(E[f_in f_in^T], E[log Z], change)`` at a coupled ``Q``.
+
+        At ``A = Q``, ``B = Q w0 + Q^(1/2) xi``, per combination of components, by the tensor
+        trapezoidal rule (module docstring), the step halved from 1/2 until two steps agree to
+        ``rtol`` (relative to the largest entry; ``change`` the last difference).
+
+        Parameters
+        ----------
+        Q : numpy.ndarray
+            Positive semidefinite ``P x P`` matrix.
+
+        Returns
+        -------
+        tuple
+            ``(numpy.ndarray, float, float)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm import ProductPrior
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = ProductPrior([rademacher(), rademacher()])      # P = 2 rows
+        >>> ff, logz, change = prior.coupled_expectation(np.array([[1.0, 0.2], [0.2, 1.0]]))
+        >>> ff.round(6), bool(change < 1e-10)
+        (array([[0.544634, 0.04125 ],
+               [0.04125 , 0.544634]]), True)
+        """
         if not self.exact_coupled:
             raise ParameterError(f"the product prior {self.name!r} has a density component: "
                                  "its state evolution at a coupled Q_hat is not available")
@@ -200,6 +361,29 @@ class ProductPrior(Prior):
         return ff, lz
 
     def inverse_overlap_map(self, Q):
+        """Return ``Q_hat = F^(-1)(Q)``, row by row.
+
+        Parameters
+        ----------
+        Q : array_like
+            ``P x P``, with off-diagonal entries ``E w_k E w_l`` (``NotImplementedError``
+            otherwise).
+
+        Returns
+        -------
+        numpy.ndarray
+            The diagonal ``Q_hat``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm import ProductPrior
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = ProductPrior([rademacher(), rademacher()])      # P = 2 rows
+        >>> prior.inverse_overlap_map(prior.overlap_map(np.eye(2))).round(8)
+        array([[1., 0.],
+               [0., 1.]])
+        """
         Q = self._qhat(Q)
         if np.any(Q - np.diag(np.diag(Q))) and not np.allclose(
                 Q - np.diag(np.diag(Q)), self.rho(self.P) - np.diag(np.diag(self.rho(self.P))),

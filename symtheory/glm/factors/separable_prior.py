@@ -121,7 +121,35 @@ class SeparablePrior(Prior):
     ``Q_hat``; ``rho(1)`` is ``E[w^2]``.  The expectations over ``w0 ~ P`` and
     ``xi ~ N(0, 1)`` are exact sums over point masses and adaptive quadrature
     (:func:`~symtheory.core.quadrature.integrate_adaptive`) over ``xi`` and over the
-    densities, to ``rtol``."""
+    densities, to ``rtol`` (Sec. 4 of Troiani et al., arXiv:2502.00901).
+
+    Parameters
+    ----------
+    name : str
+        Identifier (kernel names).
+    components : list of Component
+        The mixture's components (:func:`point_mass`, :func:`gaussian_component`,
+        :func:`density_component`); weights non-negative, summing to 1.
+    rtol : float, optional
+        Relative tolerance of the expectations.
+    check : bool, optional
+        Run :meth:`check` now (its report is kept as ``report``).
+
+    Attributes
+    ----------
+    mean, second_moment : float
+        ``E w`` and ``E w^2``.
+    report : dict or None
+        The discrepancies measured by :meth:`check`.
+
+    Examples
+    --------
+    >>> from symtheory.glm import SeparablePrior
+    >>> from symtheory.glm.factors.separable_prior import point_mass
+    >>> prior = SeparablePrior("rademacher", [point_mass(1, 0.5), point_mass(-1, 0.5)])
+    >>> prior.mean, prior.second_moment, prior.report["nishimori"] < 1e-12
+    (0.0, 1.0, True)
+    """
 
     def __init__(self, name: str, components, *, rtol: float = 1e-12, check: bool = True):
         if not str(name).isidentifier():
@@ -160,7 +188,32 @@ class SeparablePrior(Prior):
 
     # ------------------------------------------------------------------ input channel
     def log_partition_terms(self, Bv, Av):
-        """``(log Z, f_in, variance)`` at arrays ``B``, ``A`` (broadcast)."""
+        """Return ``(log Z, f_in, variance)`` of the scalar input channel at ``B``, ``A``.
+
+        The mixture's terms from the components' derived ``log Z_k`` by the posterior weights
+        (module docstring); no overflow at any ``B``.
+
+        Parameters
+        ----------
+        Bv : array_like
+            Fields ``B``.
+        Av : array_like
+            Precisions ``A`` (broadcast against ``Bv``).
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``log Z``, ``f_in = d log Z/dB`` and its variance ``d f_in/dB``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = rademacher()                       # w = +-1, SeparablePrior
+        >>> logz, f, v = prior.log_partition_terms(np.array([0.5]), 1.0)
+        >>> round(float(f[0]), 12) == round(float(np.tanh(0.5)), 12)      # f_in = tanh(B)
+        True
+        """
         Bv, Av = np.broadcast_arrays(np.asarray(Bv, float), np.asarray(Av, float))
         out = self.kernel.vec(Bv.ravel(), Av.ravel()).reshape(Bv.shape + (-1, 3))
         logw = self.log_weights + out[..., 0]
@@ -171,6 +224,29 @@ class SeparablePrior(Prior):
         return lse, mean, var
 
     def input_functions(self, A_mat, B_mat):
+        """Return GAMP's input functions ``(f_in, variance)`` for one row (``P = 1``).
+
+        Parameters
+        ----------
+        A_mat : array_like
+            The ``1 x 1`` precision (finite).
+        B_mat : array_like
+            The ``1 x p`` fields.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``f_in (1, p)`` and the mean posterior variance ``(1, 1)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = rademacher()                       # w = +-1, SeparablePrior
+        >>> f, v = prior.input_functions(np.array([[1.0]]), np.array([[0.5, -0.5]]))
+        >>> f.round(8)
+        array([[ 0.46211716, -0.46211716]])
+        """
         a = float(np.asarray(A_mat).reshape(-1)[0])
         if np.shape(A_mat) != (1, 1) or np.shape(B_mat)[0] != 1:
             raise ParameterError(f"the separable prior {self.name!r} has one row (P = 1); "
@@ -181,17 +257,62 @@ class SeparablePrior(Prior):
         return f[None, :], np.array([[float(np.mean(v))]])
 
     def rho(self, P):
+        """Return the second moment ``E[w^2]`` as a ``1 x 1`` matrix.
+
+        Parameters
+        ----------
+        P : int
+            Number of rows (must be 1).
+
+        Returns
+        -------
+        numpy.ndarray
+            ``[[E w^2]]``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = rademacher()                       # w = +-1, SeparablePrior
+        >>> prior.rho(1)
+        array([[1.]])
+        """
         if P != 1:
             raise ParameterError(f"the separable prior {self.name!r} is a prior on one row")
         return np.array([[self.second_moment]])
 
     # ------------------------------------------------------------------ state evolution
     def expectation(self, fn, qhat, atol=1e-300, *, components=None):
-        """``E_{w0 ~ P, xi}[fn(log Z, f_in, var, w0, xi)]`` at ``A = qhat``,
-        ``B = qhat w0 + sqrt(qhat) xi`` (vector-valued ``fn``), with its error estimate;
-        ``atol`` (a number or one per entry of ``fn``) floors the relative tolerance.
-        ``components``: indices of the components ``w0`` is drawn from (default all; the
-        sum is then over those only, each with its weight)."""
+        """Return ``E_(w0 ~ P, xi)[fn(log Z, f_in, var, w0, xi)]`` at ``A = qhat``, with its error.
+
+        ``B = qhat w0 + sqrt(qhat) xi``; ``fn`` may be vector-valued.
+
+        Parameters
+        ----------
+        fn : callable
+            ``fn(log Z, f_in, var, w0, xi) -> list of arrays``.
+        qhat : float
+            Precision (finite, >= 0).
+        atol : float or array_like, optional
+            Absolute floor of the relative tolerance (one per entry of ``fn``).
+        components : list of int, optional
+            Indices of the components ``w0`` is drawn from (default all; the sum is then over
+            those only, each with its weight).
+
+        Returns
+        -------
+        tuple
+            ``(value, error estimate)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = rademacher()                       # w = +-1, SeparablePrior
+        >>> val, err = prior.expectation(lambda lz, f, v, w0, xi: [f * f, w0 * f], 1.0)
+        >>> bool(abs(val[0] - val[1]) < 1e-12)                # Nishimori: E f^2 = E w0 f
+        True
+        """
         if not (math.isfinite(qhat) and qhat >= 0):
             raise ParameterError(f"q_hat must be finite and >= 0, got {qhat}")
         s = math.sqrt(qhat)
@@ -257,11 +378,31 @@ class SeparablePrior(Prior):
                                   atol=atol)
 
     def error_terms(self, qhat):
-        """``(mmse, psi_c)`` at ``q_hat``: the prior's MMSE ``E[Var(w0|B)] = rho - q``
-        (computed as the mean posterior variance: no cancellation as it vanishes) and the
-        centred free-entropy term ``psi_c = psi(q_hat) - q_hat rho / 2``
-        (``E log sum_k p_k exp(centred_k)``, exact at any ``q_hat``), with their error
-        estimates."""
+        """Return ``(mmse, psi_c)`` at ``q_hat`` with their error estimates.
+
+        The prior's MMSE ``E[Var(w0|B)] = rho - q`` (computed as the mean posterior variance:
+        no cancellation as it vanishes) and the centred free-entropy term ``psi_c = psi(q_hat)
+        - q_hat rho / 2`` (``E log sum_k p_k exp(centred_k)``, exact at any ``q_hat``).
+
+        Parameters
+        ----------
+        qhat : float
+            Precision ``q_hat`` (>= 0).
+
+        Returns
+        -------
+        tuple
+            ``((mmse, psi_c), (mmse_error, psi_c_error))``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = rademacher()                       # w = +-1, SeparablePrior
+        >>> (mmse, psi_c), _ = prior.error_terms(1.0)
+        >>> round(mmse, 8), round(1 - prior.overlap_map([[1.0]])[0, 0], 8)      # rho - q
+        (0.4495995, 0.4495995)
+        """
         if qhat <= 0:
             return (self.second_moment - self.mean ** 2, 0.0), (0.0, 0.0)
         s = math.sqrt(qhat)
@@ -353,6 +494,26 @@ class SeparablePrior(Prior):
         return points, (widths or None)
 
     def overlap_map(self, Qhat):
+        """Return ``q = F(q_hat) = E[f_in^2]`` as a ``1 x 1`` matrix.
+
+        Parameters
+        ----------
+        Qhat : array_like
+            The ``1 x 1`` ``q_hat``.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``[[q]]``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = rademacher()                       # w = +-1, SeparablePrior
+        >>> prior.overlap_map([[1.0]]).round(8)
+        array([[0.55040049]])
+        """
         qhat = float(np.asarray(Qhat).reshape(-1)[0])
         if qhat <= 0:
             return np.array([[self.mean ** 2]])
@@ -360,6 +521,26 @@ class SeparablePrior(Prior):
         return np.array([[float(val[0])]])
 
     def psi(self, Qhat):
+        """Return the free-entropy term ``psi(q_hat) = E log Z``.
+
+        Parameters
+        ----------
+        Qhat : array_like
+            The ``1 x 1`` ``q_hat``.
+
+        Returns
+        -------
+        float
+            ``psi`` (0 at ``q_hat = 0``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = rademacher()                       # w = +-1, SeparablePrior
+        >>> round(prior.psi([[1.0]]), 8)
+        0.16316918
+        """
         qhat = float(np.asarray(Qhat).reshape(-1)[0])
         if qhat <= 0:
             return 0.0
@@ -367,6 +548,26 @@ class SeparablePrior(Prior):
         return float(val[0])
 
     def inverse_overlap_map(self, Q):
+        """Return ``q_hat = F^(-1)(q)`` by Brent's method.
+
+        Parameters
+        ----------
+        Q : array_like
+            The ``1 x 1`` ``q`` in ``[mean^2, E w^2)``.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``[[q_hat]]``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = rademacher()                       # w = +-1, SeparablePrior
+        >>> prior.inverse_overlap_map(prior.overlap_map([[1.0]])).round(8)
+        array([[1.]])
+        """
         from scipy.optimize import brentq
 
         q = float(np.asarray(Q).reshape(-1)[0])
@@ -400,8 +601,25 @@ class SeparablePrior(Prior):
 
 
     def check(self) -> dict:
-        """The identity checks of the module docstring; raises :class:`ParameterError`
-        naming the one that fails, returns the measured discrepancies."""
+        """Run the identity checks of the module docstring and return the discrepancies.
+
+        Normalization, the log-partition against quadrature, ``f_in`` and its variance against
+        central differences, and the Nishimori identity; a failure raises
+        :class:`~symtheory.core.validate.ParameterError` naming the identity.
+
+        Returns
+        -------
+        dict
+            The measured discrepancy of each identity.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> prior = rademacher()                       # w = +-1, SeparablePrior
+        >>> sorted(prior.check())
+        ['f_in vs d log Z/dB', 'log Z vs quadrature', 'nishimori', 'normalization', 'variance vs d f_in/dB']
+        """
         out = {}
         # normalization: log Z(0, a) = -a E w^2/2 + O(a^2) at a small a (a density's closed
         # form is singular at A = 0 itself); a = 1e-8/E w^2 keeps the O(a^2 E w^4) term
