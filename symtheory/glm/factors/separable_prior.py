@@ -147,7 +147,7 @@ class SeparablePrior(Prior):
     >>> from symtheory.glm import SeparablePrior
     >>> from symtheory.glm.factors.separable_prior import point_mass
     >>> prior = SeparablePrior("rademacher", [point_mass(1, 0.5), point_mass(-1, 0.5)])
-    >>> prior.mean, prior.second_moment, prior.report["nishimori"] < 1e-12
+    >>> prior.mean, prior.second_moment, bool(prior.report["nishimori"] < 1e-12)
     (0.0, 1.0, True)
     """
 
@@ -400,8 +400,8 @@ class SeparablePrior(Prior):
         >>> from symtheory.glm.factors.separable_prior import rademacher
         >>> prior = rademacher()                       # w = +-1, SeparablePrior
         >>> (mmse, psi_c), _ = prior.error_terms(1.0)
-        >>> round(mmse, 8), round(1 - prior.overlap_map([[1.0]])[0, 0], 8)      # rho - q
-        (0.4495995, 0.4495995)
+        >>> round(mmse, 8), round(1 - float(prior.overlap_map([[1.0]])[0, 0]), 8)      # rho - q
+        (0.44959951, 0.44959951)
         """
         if qhat <= 0:
             return (self.second_moment - self.mean ** 2, 0.0), (0.0, 0.0)
