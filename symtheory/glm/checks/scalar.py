@@ -74,7 +74,16 @@ _EPSABS = 1e-30
 
 
 class ChannelCheckError(ValueError):
-    """A declared channel (or prior) fails one of the identities of this module."""
+    """A declared channel (or prior) fails one of the identities of this module.
+
+    Raised at declaration, naming the identity and its discrepancy (a ``ValueError``).
+
+    Examples
+    --------
+    >>> from symtheory.glm import ChannelCheckError
+    >>> issubclass(ChannelCheckError, ValueError)
+    True
+    """
 
 
 class AccuracyWarning(UserWarning):

@@ -39,11 +39,64 @@ class Channel(ABC):
         covariance ``V``."""
 
     def gout(self, y, omega, V, *params):
-        """``(g_out, dg_out)``, derived from :meth:`moments`."""
+        """Return ``(g_out, dg_out)``, derived from :meth:`moments`.
+
+        ``g_out = d log Z_out / d omega`` and its derivative (Eq. 12 of arXiv:2502.00901).
+
+        Parameters
+        ----------
+        y : array_like
+            Observations.
+        omega : array_like
+            Prior means of the indices.
+        V : float or array_like
+            Their prior covariance.
+        *params : float
+            The channel's parameters (scalar channels), in declaration order.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``(g_out, dg_out)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm import sign_channel
+        >>> channel = sign_channel()                  # y = sign(z + sqrt(delta) xi)
+        >>> g, dg = channel.gout(np.array([1.0]), np.array([0.0]), 0.5, 0.5)
+        >>> round(float(g[0]), 12) == round(float(np.sqrt(2 / np.pi)), 12)   # phi(0)/Phi(0)/sqrt(V + delta)
+        True
+        """
         return self.moments(y, omega, V, *params).output_functions()
 
     def log_partition(self, y, omega, V, *params) -> np.ndarray:
-        """``log Z_out(y; omega, V)``."""
+        """Return ``log Z_out(y; omega, V)``.
+
+        Parameters
+        ----------
+        y : array_like
+            Observations.
+        omega : array_like
+            Prior means of the indices.
+        V : float or array_like
+            Their prior covariance.
+        *params : float
+            The channel's parameters (scalar channels), in declaration order.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``log Z_out``, one value per observation.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory.glm import sign_channel
+        >>> channel = sign_channel()                  # y = sign(z + sqrt(delta) xi)
+        >>> channel.log_partition(np.array([1.0, -1.0]), np.array([0.0, 0.0]), 0.5, 0.1).round(8)
+        array([-0.69314718, -0.69314718])
+        """
         return self.moments(y, omega, V, *params).log_partition
 
 

@@ -32,8 +32,7 @@ from ..integrate.link_structure import NotApplicable
 # ---------------------------------------------------------------------- declaration
 @dataclass
 class DeterministicReduction:
-    """How a deterministic link is reduced to an integral over the free rows (App. E.1 of
-    arXiv:2502.00901).
+    """How a deterministic link is reduced to an integral over the free rows (App. E.1 of arXiv:2502.00901).
 
     ``y = head(E)`` with ``E = mixing(u) @ h^T`` (``M x r``), ``h`` the ``solved_rows``
     of ``Z`` and ``u`` all other rows.  ``observed`` lists the ``M r`` output entries
@@ -41,6 +40,32 @@ class DeterministicReduction:
     ``(f_y(Y), f_E(E))`` with ``f_y(head(E)) = f_E(E)`` that turn ``head(E) = y`` into a
     system SymPy solves (e.g. softmax log-ratios -> logit differences); without them
     ``head(E)[observed] = y[observed]`` is solved directly.
+
+    Parameters
+    ----------
+    solved_rows : tuple of int
+        Rows ``h`` of ``Z`` solved for from ``y``.
+    mixing : sympy.Matrix
+        ``M x M`` mixing ``T(u)`` of the free rows.
+    E : sympy.Matrix
+        ``M x r`` matrix of symbols for ``E``.
+    head : sympy.Matrix
+        The output as a function of ``E``.
+    observed : tuple of tuple of int
+        The ``M r`` observed output entries ``(i, j)``.
+    features : tuple of tuple, optional
+        Inversion features ``(f_y, f_E)``.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from symtheory.glm import DeterministicReduction, MultiIndexModel
+    >>> z = sp.Matrix([sp.symbols("z0_0 z0_1", real=True)])            # P = 1, M = 2
+    >>> E = sp.Matrix(sp.symbols("e0 e1", real=True))
+    >>> red = DeterministicReduction(solved_rows=(0,), mixing=sp.eye(2), E=E, head=E * E.T,
+    ...                              observed=((0, 0), (1, 1)))
+    >>> MultiIndexModel("outer", z, z.T * z, reduction=red).free_rows
+    ()
     """
 
     solved_rows: tuple
@@ -54,20 +79,43 @@ class DeterministicReduction:
 class MultiIndexModel:
     """A sequence multi-index model ``y = g(Z)`` (+ optional Gaussian output noise).
 
+    ``Z = W x / sqrt(D)`` is the ``P x M`` matrix of indices (Eq. 1 of Troiani et al.,
+    arXiv:2502.00901); everything message passing and state evolution need comes from its
+    output channel (:meth:`channel`).  The even symmetries of each row group are detected
+    and a reduction is checked against the link at declaration.
+
     Parameters
     ----------
-    name:
-        identifier used in kernel names.
-    indices:
-        ``P x M`` SymPy matrix of distinct real symbols (rows = index rows, columns = tokens).
-    link:
-        SymPy matrix of outputs, entries in ``indices`` and ``params``.
-    params:
+    name : str
+        Identifier used in kernel names.
+    indices : sympy.Matrix
+        ``P x M`` matrix of distinct real symbols (rows = index rows, columns = tokens).
+    link : sympy.Matrix
+        The outputs, entries in ``indices`` and ``params``.
+    params : dict, optional
         ``{symbol: value}`` of the model's constants (e.g. skip ``c``, inverse temperature).
-    row_groups:
-        partition of the rows into groups (e.g. layers); even symmetry is tested per group.
-    reduction:
-        a :class:`DeterministicReduction` for noiseless channels.
+    row_groups : list of tuple of int, optional
+        Partition of the rows into groups (e.g. layers); even symmetry is tested per group.
+    reduction : DeterministicReduction, optional
+        For noiseless channels.
+    description : str, optional
+        Words for reports.
+
+    Attributes
+    ----------
+    P, M : int
+        Index rows and tokens.
+    even_groups : dict
+        ``{group: bool}``, whether ``g`` is invariant under flipping the group's sign.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from symtheory.glm import MultiIndexModel
+    >>> z = sp.Matrix([sp.symbols("z0 z1", real=True)])                # P = 1, M = 2
+    >>> model = MultiIndexModel("sum_of_squares", z, sp.Matrix([z[0] ** 2 + z[1] ** 2]))
+    >>> model.P, model.M, model.is_even
+    (1, 2, True)
     """
 
     def __init__(self, name, indices, link, *, params=None, row_groups=None, reduction=None,
@@ -151,11 +199,25 @@ class MultiIndexModel:
 
     @property
     def output_symbols(self) -> sp.Matrix:
+        """Symbols ``y_i_j`` of the outputs, the shape of the link."""
         rows, cols = self.link.shape
         return sp.Matrix(rows, cols, lambda i, j: sp.Symbol(f"y_{i}_{j}", real=True))
 
     def derive_branches(self):
-        """Inversion branches ``[E^(k)(y)]`` of ``head(E) = y``, solved by SymPy."""
+        """Return the inversion branches ``[E^(k)(y)]`` of ``head(E) = y``, solved by SymPy.
+
+        Returns
+        -------
+        list of list of sympy.Expr
+            One list of the entries of ``E`` per branch.
+
+        Examples
+        --------
+        >>> from symtheory import smi
+        >>> model = smi.outer_product(seq_len=2)       # y = z z^T, P = 1, M = 2
+        >>> model.derive_branches()[-1]                 # E = (sqrt(y_00), sqrt(y_11)) and signs
+        [sqrt(y_0_0), sqrt(y_1_1)]
+        """
         red = self.reduction
         Y = self.output_symbols
         E = list(red.E)
@@ -179,7 +241,20 @@ class MultiIndexModel:
         return branches
 
     def derive_output_jacobian(self):
-        """``det d y_obs / d E`` (signed; its modulus enters the density of ``y``)."""
+        """Return ``det d y_obs / d E``, signed (its modulus enters the density of ``y``).
+
+        Returns
+        -------
+        sympy.Expr
+            The Jacobian determinant in the symbols of ``E``.
+
+        Examples
+        --------
+        >>> from symtheory import smi
+        >>> model = smi.outer_product(seq_len=2)       # y = z z^T, P = 1, M = 2
+        >>> model.derive_output_jacobian()              # y_00 = e0^2, y_11 = e1^2
+        4*e0*e1
+        """
         red = self.reduction
         obs = sp.Matrix([red.head[i, j] for i, j in red.observed])
         return sp.simplify(obs.jacobian(sp.Matrix(list(red.E))).det())
@@ -187,6 +262,7 @@ class MultiIndexModel:
     # --------------------------------------------------------------- kernels
     @property
     def link_kernel(self) -> Kernel:
+        """The compiled kernel of the link (built on first use)."""
         if self._link_kernel is None:
             args = list(self.indices) + list(self.param_symbols)
             self._link_kernel = Kernel(f"mi_{self.name}_link", args, list(self.link),
@@ -195,7 +271,27 @@ class MultiIndexModel:
         return self._link_kernel
 
     def g(self, Z: np.ndarray) -> np.ndarray:
-        """``g(Z)`` for samples ``Z`` of shape ``(n, P, M)``; returns ``(n, *link.shape)``."""
+        """Return the link ``g(Z)`` evaluated on samples (its compiled kernel).
+
+        Parameters
+        ----------
+        Z : numpy.ndarray
+            Samples of shape ``(n, P, M)``.
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape ``(n, *link.shape)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from symtheory import smi
+        >>> model = smi.outer_product(seq_len=2)       # y = z z^T, P = 1, M = 2
+        >>> model.g(np.array([[[1.0, 2.0]]]))[0]
+        array([[1., 2.],
+               [2., 4.]])
+        """
         Z = np.asarray(Z, dtype=float)
         if Z.ndim != 3 or Z.shape[1:] != (self.P, self.M):
             raise ValueError(f"Z must have shape (n, {self.P}, {self.M}), got {Z.shape}")
@@ -204,21 +300,43 @@ class MultiIndexModel:
         return out.reshape((Z.shape[0],) + tuple(self.link.shape))
 
     def channel(self, noise_variance: float | None = None, rule=None, *, check: bool = True):
-        """The output channel (Eq. (9) of arXiv:2502.00901).
+        """Return the model's output channel (Eq. (9) of arXiv:2502.00901).
 
         * ``noise_variance`` given: ``y = g(Z) + sqrt(Delta) xi``, a
-          :class:`GaussianNoiseChannel` whose integration is chosen from the link;
-        * no noise, a :class:`DeterministicReduction`: :class:`ReducedChannel`;
+          :class:`~symtheory.glm.factors.gaussian_noise.GaussianNoiseChannel` whose
+          integration is chosen from the link;
+        * no noise, a :class:`DeterministicReduction`:
+          :class:`~symtheory.glm.factors.reduced.ReducedChannel`;
         * no noise, a link constant on sign regions (``sign(z1 z2)``, hardmax):
-          :class:`DiscreteOutputChannel`.
+          :class:`~symtheory.glm.factors.discrete.DiscreteOutputChannel`.
 
-        ``rule``: ``None`` (an :class:`~symtheory.core.quadrature.AdaptiveRule`), an
-        ``AdaptiveRule`` with another tolerance, or a ``TensorRule`` for the remaining
-        quadrature (the reduced channel always uses a ``TensorRule``, default GH 30).
-        ``check``: compare noisy and discrete channels with a brute-force quadrature at
-        a few random points when first configured and refuse (:class:`ChannelCheckError`)
-        a configuration that misses :data:`CHECK_RTOL` (``P M <= 2``; see
-        :mod:`symtheory.glm.checks.multi_index`).
+        Parameters
+        ----------
+        noise_variance : float, optional
+            Gaussian output-noise variance ``Delta`` (> 0); ``None``: noiseless.
+        rule : AdaptiveRule or TensorRule, optional
+            ``None`` (an :class:`~symtheory.core.quadrature.AdaptiveRule`), an
+            ``AdaptiveRule`` with another tolerance, or a ``TensorRule`` for the remaining
+            quadrature (the reduced channel always uses a ``TensorRule``, default GH 30).
+        check : bool, optional
+            Compare noisy and discrete channels with a brute-force quadrature at a few
+            random points when first configured and refuse
+            (:class:`~symtheory.glm.checks.scalar.ChannelCheckError`) a configuration that
+            misses ``CHECK_RTOL`` (``P M <= 2``; see :mod:`symtheory.glm.checks.multi_index`).
+
+        Returns
+        -------
+        MultiIndexChannel
+            The configured channel.
+
+        Examples
+        --------
+        >>> from symtheory import smi
+        >>> model = smi.outer_product(seq_len=2)       # y = z z^T, P = 1, M = 2
+        >>> type(model.channel()).__name__
+        'ReducedChannel'
+        >>> type(model.channel(noise_variance=0.1, check=False)).__name__
+        'GaussianNoiseChannel'
         """
         if noise_variance is not None:
             noise_variance = real("noise_variance", noise_variance, low=0.0, low_open=True)

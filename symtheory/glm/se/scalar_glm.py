@@ -46,12 +46,39 @@ QHAT_MAX = 1e300
 
 
 class ScalarGlmSE:
-    """The deterministic scalar-GLM state evolution (module docstring).
+    """The deterministic state evolution of a scalar GLM with finitely many outputs (module docstring).
 
-    ``channel``: a :class:`~symtheory.glm.factors.scalar.ScalarChannel` with finitely
-    many outputs (``y_levels``), ``params`` its parameter values; ``prior`` a
-    :class:`~symtheory.glm.factors.separable_prior.SeparablePrior`; ``rtol`` the
-    quadrature tolerance."""
+    Written in the error ``V = rho - q``: ``V = mmse_P(alpha Psi(V))`` (Barbier, Krzakala,
+    Macris, Miolane & Zdeborova, PNAS 116 (2019), Eqs. (8)-(10); Sec. 4 of Troiani et
+    al., arXiv:2502.00901 with ``P = M = 1``), ``alpha = n/d``; expectations by adaptive
+    quadrature.
+
+    Parameters
+    ----------
+    channel : ScalarChannel
+        A channel with finitely many outputs (``y_levels``).
+    prior : SeparablePrior
+        The weights' i.i.d. prior.
+    params : tuple of float, optional
+        The channel's parameter values, in declaration order.
+    rtol : float, optional
+        Quadrature tolerance.
+
+    Attributes
+    ----------
+    rho : float
+        ``E w^2``.
+    v_max : float
+        The uninformed error ``Var w``.
+
+    Examples
+    --------
+    >>> from symtheory.glm import ScalarGlmSE, sign_channel
+    >>> from symtheory.glm.factors.separable_prior import rademacher
+    >>> se = ScalarGlmSE(sign_channel(noise=False), rademacher())     # binary perceptron
+    >>> se.rho, se.v_max
+    (1.0, 1.0)
+    """
 
     def __init__(self, channel, prior, params=(), *, rtol: float = 1e-12):
         if channel.levels is None:
@@ -85,8 +112,30 @@ class ScalarGlmSE:
 
     # ------------------------------------------------------------------ channel side
     def channel_terms(self, V):
-        """``(Psi, psi_out)`` at the error ``V`` (``q = rho - V``) and their error
-        estimates."""
+        """Return ``(Psi, psi_out)`` at the error ``V`` (``q = rho - V``) and their error estimates.
+
+        ``Psi(q) = sum_y E_xi[Z_out g_out^2]``, ``psi_out = sum_y E_xi[Z_out log Z_out]``
+        (module docstring), split at the channel's jumps.
+
+        Parameters
+        ----------
+        V : float
+            The error, in ``(0, rho]``.
+
+        Returns
+        -------
+        tuple
+            ``((Psi, psi_out), (Psi_error, psi_out_error))``.
+
+        Examples
+        --------
+        >>> from symtheory.glm import ScalarGlmSE, sign_channel
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> se = ScalarGlmSE(sign_channel(noise=False), rademacher())     # binary perceptron
+        >>> (Psi, psi_out), _ = se.channel_terms(1.0)      # q = 0: Psi = 2/pi, psi_out = -log 2
+        >>> round(Psi, 10), round(psi_out, 10)
+        (0.6366197724, -0.6931471806)
+        """
         if not (0 < V <= self.rho):
             raise ParameterError(f"V must be in (0, rho = {self.rho}], got {V}")
         q = self.rho - V
@@ -129,12 +178,54 @@ class ScalarGlmSE:
 
     # ------------------------------------------------------------------ prior side
     def mmse(self, qhat):
+        """Return the prior's MMSE ``mmse_P(q_hat) = E Var(w0 | B)``.
+
+        Parameters
+        ----------
+        qhat : float
+            Precision ``q_hat`` (>= 0).
+
+        Returns
+        -------
+        float
+            The MMSE (``v_max`` at 0).
+
+        Examples
+        --------
+        >>> from symtheory.glm import ScalarGlmSE, sign_channel
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> se = ScalarGlmSE(sign_channel(noise=False), rademacher())     # binary perceptron
+        >>> round(se.mmse(1.0), 8)
+        0.44959951
+        """
         return self.prior.error_terms(qhat)[0][0]
 
     def inverse_mmse(self, V, guess=None):
-        """``q_hat`` with ``mmse_P(q_hat) = V`` (``mmse_P`` decreases from ``v_max`` at 0),
-        by Brent in ``log q_hat`` to 1e-15, bracketed from ``guess`` (e.g. the last point
-        of a curve) or from 1 by factors of ``e^4``."""
+        """Return ``q_hat`` with ``mmse_P(q_hat) = V``, by Brent in ``log q_hat`` to 1e-15.
+
+        ``mmse_P`` decreases from ``v_max`` at 0; the bracket starts from ``guess`` (e.g. the
+        last point of a curve) or from 1, widened by factors of ``e^4``.
+
+        Parameters
+        ----------
+        V : float
+            The error, in ``(0, v_max)``.
+        guess : float, optional
+            A nearby ``q_hat``.
+
+        Returns
+        -------
+        float
+            ``q_hat``.
+
+        Examples
+        --------
+        >>> from symtheory.glm import ScalarGlmSE, sign_channel
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> se = ScalarGlmSE(sign_channel(noise=False), rademacher())     # binary perceptron
+        >>> round(se.inverse_mmse(se.mmse(1.0)), 10)
+        1.0
+        """
         from scipy.optimize import brentq
 
         if not (0 < V < self.v_max):
@@ -161,9 +252,33 @@ class ScalarGlmSE:
 
     # ------------------------------------------------------------------ the curve
     def point(self, V, qhat_guess=None) -> dict:
-        """The fixed point with error ``V``: its ``alpha``, ``q_hat``, ``Psi``,
-        ``psi_out``, free entropy ``phi`` (with ``phi_error``, from the quadratures' error
-        estimates) and overlap ``q``."""
+        """Return the fixed point with error ``V``: its ``alpha``, ``q_hat`` and free entropy.
+
+        Every fixed point lies on the curve ``alpha(V) = mmse_P^(-1)(V) / Psi(V)``; ``phi =
+        q_hat V / 2 + psi_c(q_hat) + alpha psi_out(V)`` with ``phi_error`` from the
+        quadratures' error estimates.
+
+        Parameters
+        ----------
+        V : float
+            The error, in ``(0, v_max)``.
+        qhat_guess : float, optional
+            A nearby ``q_hat`` (bracket of :meth:`inverse_mmse`).
+
+        Returns
+        -------
+        dict
+            ``V, q, alpha, qhat, Psi, psi_out, phi, phi_error``.
+
+        Examples
+        --------
+        >>> from symtheory.glm import ScalarGlmSE, sign_channel
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> se = ScalarGlmSE(sign_channel(noise=False), rademacher())     # binary perceptron
+        >>> pt = se.point(0.5)
+        >>> round(pt["alpha"], 8), round(pt["qhat"], 8)
+        (0.88530409, 0.85084444)
+        """
         qhat = self.inverse_mmse(V, qhat_guess)
         (Psi, psi_out), (Psi_err, psi_out_err) = self.channel_terms(V)
         (_, psi_c), (_, psi_c_err) = self.prior.error_terms(qhat)
@@ -177,10 +292,34 @@ class ScalarGlmSE:
                 "psi_out": psi_out, "phi": phi, "phi_error": phi_err}
 
     def map_slope(self, alpha, V, rel_step=1e-4) -> float:
-        """``T'(V)`` of the SE map ``T(V) = mmse_P(alpha Psi(V))`` at fixed ``alpha``: the
-        Jacobian's eigenvalue (``P = 1``), which crosses 1 at a spinodal.  Central
+        """Return ``T'(V)`` of the SE map ``T(V) = mmse_P(alpha Psi(V))`` at fixed ``alpha``.
+
+        The Jacobian's eigenvalue (``P = 1``), which crosses 1 at a spinodal.  Central
         differences (one-sided at ``v_max``) with step ``rel_step V``: truncation
-        ``O(rel_step^2)``, rounding ``~ rtol / rel_step``."""
+        ``O(rel_step^2)``, rounding ``~ rtol / rel_step``.
+
+        Parameters
+        ----------
+        alpha : float
+            Sample ratio ``n/d``.
+        V : float
+            The error.
+        rel_step : float, optional
+            Relative difference step.
+
+        Returns
+        -------
+        float
+            ``T'(V)``.
+
+        Examples
+        --------
+        >>> from symtheory.glm import ScalarGlmSE, sign_channel
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> se = ScalarGlmSE(sign_channel(noise=False), rademacher())     # binary perceptron
+        >>> round(se.map_slope(1.0, 0.5), 4)           # < 1: locally stable
+        0.3536
+        """
         h = rel_step * V
 
         def T(v):
@@ -190,18 +329,88 @@ class ScalarGlmSE:
         return (3 * T(V) - 4 * T(V - h) + T(V - 2 * h)) / (2 * h)
 
     def alpha_of(self, V) -> float:
+        """Return the ``alpha`` at which ``V`` is a fixed point (``point(V)["alpha"]``).
+
+        Parameters
+        ----------
+        V : float
+            The error, in ``(0, v_max)``.
+
+        Returns
+        -------
+        float
+            ``alpha(V)``.
+
+        Examples
+        --------
+        >>> from symtheory.glm import ScalarGlmSE, sign_channel
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> se = ScalarGlmSE(sign_channel(noise=False), rademacher())     # binary perceptron
+        >>> round(se.alpha_of(0.5), 8)
+        0.88530409
+        """
         return self.point(V)["alpha"]
 
     def trivial_point(self, alpha) -> dict:
-        """The uninformed fixed point ``q = mean^2`` when the channel learns nothing there
-        (``Psi(v_max) = 0``): ``phi = alpha psi_out(v_max)``."""
+        """Return the uninformed fixed point ``q = mean^2``: ``phi = alpha psi_out(v_max)``.
+
+        A fixed point when the channel learns nothing there (``Psi(v_max) = 0``, e.g. an even
+        channel).
+
+        Parameters
+        ----------
+        alpha : float
+            Sample ratio ``n/d``.
+
+        Returns
+        -------
+        dict
+            ``V, q, alpha, qhat, Psi, psi_out, phi``.
+
+        Examples
+        --------
+        >>> from symtheory.glm import ScalarGlmSE, sign_channel
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> se = ScalarGlmSE(sign_channel(noise=False), rademacher())     # binary perceptron
+        >>> se.trivial_point(0.5)["q"]
+        0.0
+        """
         (Psi, psi_out), _ = self.channel_terms(self.v_max)
         return {"V": self.v_max, "q": self.rho - self.v_max, "alpha": alpha, "qhat": 0.0,
                 "Psi": Psi, "psi_out": psi_out, "phi": alpha * psi_out}
 
     def solve(self, alpha, V0=None, *, tol=1e-14, max_iter=10000) -> Result:
-        """The fixed point reached by iterating ``V <- mmse_P(alpha Psi(V))`` from ``V0``
-        (default ``v_max``, the uninformed start), with the package's fixed-point engine."""
+        """Return the fixed point reached by iterating ``V <- mmse_P(alpha Psi(V))`` from ``V0``.
+
+        With the package's fixed-point engine (:func:`~symtheory.core.solvers.fixed_point`).
+
+        Parameters
+        ----------
+        alpha : float
+            Sample ratio ``n/d`` (finite, > 0).
+        V0 : float, optional
+            Start (default ``v_max``, the uninformed start).
+        tol : float, optional
+            Residual tolerance.
+        max_iter : int, optional
+            Iteration cap.
+
+        Returns
+        -------
+        Result
+            ``value`` the error ``V`` at the fixed point, with the solve's report.
+
+        Examples
+        --------
+        >>> from symtheory.glm import ScalarGlmSE, sign_channel
+        >>> from symtheory.glm.factors.separable_prior import rademacher
+        >>> se = ScalarGlmSE(sign_channel(noise=False), rademacher())     # binary perceptron
+        >>> res = se.solve(1.0)
+        >>> round(res.value, 8), res.converged
+        (0.43928526, True)
+        >>> se.solve(1.7).value                        # beyond alpha_alg = 1.49: perfect recovery
+        0.0
+        """
         from ...core.solvers import fixed_point
 
         alpha = float(alpha)

@@ -125,10 +125,42 @@ def _grid(v_max, V_min, n):
 
 def phase_transitions(se: ScalarGlmSE, *, V_min: float = 1e-30, points: int = 90,
                       check_rtol: float = 1e-10, precision: int | None = None) -> PhaseReport:
-    """The transitions of the module docstring for ``se``, each with its error bar (the
+    """Return the phase transitions of a scalar GLM: ``alpha_c``, ``alpha_alg`` and ``alpha_IT``.
+
+    The transitions of the module docstring for ``se``, each with its error bar (the
     same computation at ``check_rtol``); with ``precision`` (digits) each is confirmed in
     mpmath at that many and twice as many digits
-    (:func:`~symtheory.glm.thresholds.phases_mp.confirm_digits`)."""
+    (:func:`~symtheory.glm.thresholds.phases_mp.confirm_digits`).
+
+    Parameters
+    ----------
+    se : ScalarGlmSE
+        The state evolution.
+    V_min : float, optional
+        Smallest error sampled on the fixed-point curve.
+    points : int, optional
+        Points of the curve ``alpha(V)`` scanned for extrema and crossings.
+    check_rtol : float, optional
+        Quadrature tolerance of the check run that sets the error bars.
+    precision : int, optional
+        Digits of an mpmath confirmation of each transition.
+
+    Returns
+    -------
+    PhaseReport
+        ``transitions`` (a list of ``PhaseTransition``: ``kind``, ``alpha``, ``error``),
+        the sampled ``curve`` and ``perfect_recovery``.
+
+    Examples
+    --------
+    >>> from symtheory.glm import ScalarGlmSE, sign_channel
+    >>> from symtheory.glm.factors.separable_prior import rademacher
+    >>> se = ScalarGlmSE(sign_channel(noise=False), rademacher())     # binary perceptron
+    >>> from symtheory.glm import phase_transitions
+    >>> report = phase_transitions(se, points=30)
+    >>> [(t.kind, round(t.alpha, 4)) for t in report.transitions]
+    [('alpha_alg', 1.4926), ('alpha_IT', 1.2447)]
+    """
     if not (0 < V_min < 1e-3 * se.v_max):
         raise ValueError(f"V_min must be in (0, 1e-3 v_max), got {V_min}")
     main = _transitions(_Curve(se), V_min, points)
