@@ -101,62 +101,104 @@ def _min_variance_weights(sq, tw):
 
 
 class StateEvolution(StagedSolve, MapLinearization):
-    """SE of an SMI model at sample complexity ``alpha`` (see the module docstring).
+    """Matrix state evolution of an SMI model at sample complexity ``alpha`` (Lemma 2.2, Eqs. (13)-(14) of arXiv:2502.00901).
 
-    Parameters: ``model`` (:class:`~symtheory.glm.factors.multi_index.MultiIndexModel`),
-    ``alpha > 0``, ``samples`` (frozen draws; default :data:`DEFAULT_SAMPLES`; with RQMC
-    best a power of 2 times ``scrambles``; below ``2 scrambles`` some scramblings hold one
-    point and the stated error falls back to the per-sample spread, honest but without the
-    RQMC gain), ``seed``, ``noise_variance`` (Gaussian output noise; ``None`` = noiseless),
-    ``rule`` (quadrature of the channel), ``side_information`` lambda >= 0, ``structure``
-    ('auto', 'block', 'full'), ``regularization`` eps >= 0: use ``V = rho - Q + eps I`` for
-    both the teacher and the channel, as the reference code (``BO_2w.py``, eps = 1e-3) --
-    only to reproduce it; it caps how sharply a learned layer is known (the reference code
-    of arXiv:2502.00901 does the same). ``estimator``: ``'square'`` averages ``sum_m g g^T``
-    (default for a reduced deep link integrated by a Laplace-RQMC rule: there the twin below
-    keeps the rule's ratio bias of second moments -- at depth 3, alpha = 1.05, ``Q =
-    diag(0.13, 0.006, 0.983)``, on 1000 paired samples refining the rule from tol 5e-2 /
-    1024 points to 1e-2 / 8192 moved ``E(-J)_11`` by -0.0103 +- 0.0007 and ``E(g g^T)_11``
-    by -0.0007 +- 0.0002 (of 0.125), and on 2000 samples the combined ``Q_hat_11`` sat 1.7
-    of its standard errors above the square one; quantities built from ``J`` elsewhere --
-    the grand staircase's slope, GAMP's ``A`` -- keep that bias); ``'combined'`` (default
-    otherwise when Bayes-optimal) averages it with its Nishimori twin ``-sum_m J_mm`` (same
-    mean, Eq. (12) of arXiv:2502.00901) with the per-entry weights of minimal variance,
-    measured on the frozen samples at each ``Q`` (so the map depends on ``Q`` alone, not on
-    the order of calls) -- about 3x lower variance for the attention channel (the ``g g^T``
-    samples are heavy-tailed, ``-J`` is bounded above); ``'cross'`` (default for a channel
-    integrated by a randomized rule under output noise,
-    :class:`~symtheory.glm.integrate.laplace_qmc.LaplaceQMCRule`) averages ``sym(sum_m g_A
-    g_B^T)`` of the posterior means pooled over the rule's even and over its odd scramblings
-    (independent given its proposal, built on a further scrambling; one run,
-    :func:`~symtheory.glm.integrate.laplace_qmc.independent_half_means`): the rule's random
-    errors enter linearly and average out over the samples, where in ``g g^T`` (and in
-    ``-J``, through ``E[x] E[x]^T``) they add their variance ``E[dg dg^T]`` -- so a sample
-    needs 128 points, not 1024 (:data:`~symtheory.glm.factors.gaussian_noise.NOISE_SE_RULE`,
-    used when no ``rule`` is given; its ``-J`` keeps the ratio bias of second moments and is
-    not used).  A reduced deep link integrated by a Laplace-RQMC rule takes ``'cross'`` on
-    request (its default is ``'square'``): with a cheap rule (128 points, tol 0.25) it costs
-    1.6-6 ms per sample at depth 3 against 24-58 ms for the default rule, agrees with the
-    default rule under ``'combined'`` within 1.4 standard errors (measured at Q = 0.05 I,
-    diag(0.3, 0.3, 0.97), diag(0.02, 0.5, 0.99)), but without the Nishimori twin its
-    variance on a nearly known layer is 4-6x larger.  A rule that escalates many samples is
-    a poor partner: keeping a sample because its scramblings agree correlates the two
-    halves.
-        ``pinned_rows``: rows whose overlap is held at exactly 0 (rows and columns of ``Q``
-    and ``Q_hat``): the invariant subspace of rows not learned yet, for a model even in each
-    of their row groups (Eqs. (17)-(18) of arXiv:2502.00901) -- the fixed point ``Q*`` of
-    Eq. (18) supported on the other rows, where the grand staircase tests stability.
-        ``sampling``: ``'rqmc'`` (default) or ``'monte-carlo'``, the design of the frozen
-    samples, and ``scrambles`` (>= 4, default :data:`DEFAULT_SCRAMBLES`) its independent
-    randomizations (module docstring).
-        ``check_channel=False`` skips the channel's declaration check (see
-    :meth:`MultiIndexModel.channel`); the default runs it.
-        ``difference_step``: step of the map's difference Jacobians (Newton, stability,
-    standard errors); default 1e-6, or :data:`RANDOMIZED_RULE_DIFFERENCE_STEP` for a
-    Laplace-RQMC rule, whose map is smooth only to its adaptive decisions.  Within
-    ``difference_step / boundary_fraction`` of ``Q = rho`` the step is
-    ``boundary_fraction`` (1e-3, or 1/8 for a randomized rule) of the distance to it
-    (:func:`~symtheory.core.solvers.difference_jacobian`).
+    ``Q_hat = alpha E[sum_m g_out g_out^T]`` on frozen samples and ``Q = F_prior(Q_hat +
+    lambda I)``, in the model's normalization ``alpha = n/D`` (see the module docstring).
+
+    Parameters
+    ----------
+    model : MultiIndexModel
+        The declared model (:class:`~symtheory.glm.factors.multi_index.MultiIndexModel`).
+    alpha : float
+        Sample complexity (finite, > 0).
+    samples : int, optional
+        Frozen draws (default :data:`DEFAULT_SAMPLES`); with RQMC best a power of 2 times
+        ``scrambles``; below ``2 scrambles`` some scramblings hold one point and the stated
+        error falls back to the per-sample spread, honest but without the RQMC gain.
+    seed : int, optional
+        Seed of the draws (>= 0 with RQMC).
+    noise_variance : float, optional
+        Gaussian output-noise variance; ``None`` = noiseless.
+    rule : optional
+        Quadrature of the channel (see :meth:`MultiIndexModel.channel
+        <symtheory.glm.factors.multi_index.MultiIndexModel.channel>`).
+    side_information : float, optional
+        ``lambda >= 0`` (App. C of arXiv:2502.00901).
+    structure : {"auto", "block", "full"}, optional
+        Free entries of ``Q``: ``block`` keeps the cross-group blocks of an even model at
+        exactly 0 (the default for one).
+    prior : Prior, optional
+        Weight prior (default :class:`~symtheory.glm.factors.gaussian_prior.GaussianPrior`).
+    regularization : float, optional
+        ``eps >= 0``: use ``V = rho - Q + eps I`` for both the teacher and the channel, as
+        the reference code (``BO_2w.py``, eps = 1e-3) -- only to reproduce it; it caps how
+        sharply a learned layer is known (the reference code of arXiv:2502.00901 does the
+        same).
+    estimator : {"auto", "square", "combined", "cross"}, optional
+        ``'square'`` averages ``sum_m g g^T`` (default for a reduced deep link integrated
+        by a Laplace-RQMC rule: there the twin below keeps the rule's ratio bias of second
+        moments -- at depth 3, alpha = 1.05, ``Q = diag(0.13, 0.006, 0.983)``, on 1000
+        paired samples refining the rule from tol 5e-2 / 1024 points to 1e-2 / 8192 moved
+        ``E(-J)_11`` by -0.0103 +- 0.0007 and ``E(g g^T)_11`` by -0.0007 +- 0.0002 (of
+        0.125), and on 2000 samples the combined ``Q_hat_11`` sat 1.7 of its standard
+        errors above the square one; quantities built from ``J`` elsewhere -- the grand
+        staircase's slope, GAMP's ``A`` -- keep that bias); ``'combined'`` (default
+        otherwise when Bayes-optimal) averages it with its Nishimori twin ``-sum_m J_mm``
+        (same mean, Eq. (12) of arXiv:2502.00901) with the per-entry weights of minimal
+        variance, measured on the frozen samples at each ``Q`` (so the map depends on ``Q``
+        alone, not on the order of calls) -- about 3x lower variance for the attention
+        channel (the ``g g^T`` samples are heavy-tailed, ``-J`` is bounded above);
+        ``'cross'`` (default for a channel integrated by a randomized rule under output
+        noise, :class:`~symtheory.glm.integrate.laplace_qmc.LaplaceQMCRule`) averages
+        ``sym(sum_m g_A g_B^T)`` of the posterior means pooled over the rule's even and
+        over its odd scramblings (independent given its proposal, built on a further
+        scrambling; one run,
+        :func:`~symtheory.glm.integrate.laplace_qmc.independent_half_means`): the rule's
+        random errors enter linearly and average out over the samples, where in ``g g^T``
+        (and in ``-J``, through ``E[x] E[x]^T``) they add their variance ``E[dg dg^T]`` --
+        so a sample needs 128 points, not 1024
+        (:data:`~symtheory.glm.factors.gaussian_noise.NOISE_SE_RULE`, used when no
+        ``rule`` is given; its ``-J`` keeps the ratio bias of second moments and is not
+        used).  A reduced deep link integrated by a Laplace-RQMC rule takes ``'cross'`` on
+        request (its default is ``'square'``): with a cheap rule (128 points, tol 0.25) it
+        costs 1.6-6 ms per sample at depth 3 against 24-58 ms for the default rule, agrees
+        with the default rule under ``'combined'`` within 1.4 standard errors (measured at
+        Q = 0.05 I, diag(0.3, 0.3, 0.97), diag(0.02, 0.5, 0.99)), but without the
+        Nishimori twin its variance on a nearly known layer is 4-6x larger.  A rule that
+        escalates many samples is a poor partner: keeping a sample because its scramblings
+        agree correlates the two halves.
+    check_channel : bool, optional
+        ``False`` skips the channel's declaration check (see :meth:`MultiIndexModel.channel
+        <symtheory.glm.factors.multi_index.MultiIndexModel.channel>`); the default runs it.
+    pinned_rows : tuple of int, optional
+        Rows whose overlap is held at exactly 0 (rows and columns of ``Q`` and ``Q_hat``):
+        the invariant subspace of rows not learned yet, for a model even in each of their
+        row groups (Eqs. (17)-(18) of arXiv:2502.00901) -- the fixed point ``Q*`` of Eq.
+        (18) supported on the other rows, where the grand staircase tests stability.
+    difference_step : float, optional
+        Step of the map's difference Jacobians (Newton, stability, standard errors);
+        default 1e-6, or :data:`RANDOMIZED_RULE_DIFFERENCE_STEP` for a Laplace-RQMC rule,
+        whose map is smooth only to its adaptive decisions.  Within ``difference_step /
+        boundary_fraction`` of ``Q = rho`` the step is ``boundary_fraction`` (1e-3, or 1/8
+        for a randomized rule) of the distance to it
+        (:func:`~symtheory.core.solvers.difference_jacobian`).
+    sampling : {"rqmc", "monte-carlo"}, optional
+        The design of the frozen samples (module docstring).
+    scrambles : int, optional
+        Independent randomizations of the RQMC design (>= 4, default
+        :data:`DEFAULT_SCRAMBLES`).
+
+    Examples
+    --------
+    >>> import numpy as np, sympy as sp
+    >>> from symtheory.glm import MultiIndexModel, StateEvolution
+    >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+    >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+    ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+    >>> res = se.solve()                 # Q = Q_hat/(1 + Q_hat), Q_hat = alpha/(Delta + 1 - Q)
+    >>> round(float(res.Q[0, 0]), 8), res.converged
+    (0.5, True)
     """
 
     def __init__(self, model, alpha, *, samples=DEFAULT_SAMPLES, seed=0, noise_variance=None, rule=None,
@@ -374,7 +416,31 @@ class StateEvolution(StagedSolve, MapLinearization):
         return Q
 
     def sample_channel(self, Q):
-        """``(y, omega, V)`` of the frozen samples at overlap ``Q``."""
+        """Return ``(y, omega, V, Z)`` of the frozen samples at overlap ``Q``.
+
+        ``omega = Q^(1/2) xi``, ``Z = omega + (rho - Q)^(1/2) eta``, ``y = g(Z)`` (+ noise).
+
+        Parameters
+        ----------
+        Q : numpy.ndarray
+            Overlap, ``P x P`` with ``0 <= Q < rho``.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``y (n, outputs)``, ``omega (n, P, M)``, ``V (P, P)``, ``Z (n, P, M)``.
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> y, omega, V, Z = se.sample_channel(np.array([[0.3]]))
+        >>> y.shape, omega.shape, V
+        ((256, 1), (256, 1, 1), array([[0.7]]))
+        """
         Q = self._check_Q(Q)
         V = self.rho - Q + self.regularization * np.eye(self.model.P)
         sq, sv = psd_sqrt(Q), psd_sqrt(V)
@@ -386,17 +452,41 @@ class StateEvolution(StagedSolve, MapLinearization):
         return y, omega, V, Z
 
     def posterior_moments(self, Q, *, include_jacobian=True):
-        """The posterior :class:`~symtheory.glm.integrate.moments.Moments` of the frozen
-        samples at ``Q`` (with their ``omega`` and ``V``).  A reduced link is integrated in feature coordinates (module
-        docstring) with its tensor rule; the largest change against the rule with
-        :data:`CHANNEL_ERROR_REFINEMENT` times the nodes per axis is kept in
-        :attr:`channel_error` (the a-posteriori estimate of the error of the rule used, in
-        the units of :class:`~symtheory.glm.integrate.moments.ChannelAccuracy`).
-        ``include_jacobian=False`` drops the observation-only Jacobian factor.
+        """Return the posterior moments of the frozen samples at ``Q`` (with their ``omega`` and ``V``).
 
-        The last result is kept: called again at the same ``Q`` with the same samples,
-        rules and options (the free entropy's ``Psi_out`` at the fixed point just solved:
-        a full pass over the samples) it is returned with the accuracy records it set."""
+        A reduced link is integrated in feature coordinates (module docstring) with its tensor
+        rule; the largest change against the rule with :data:`CHANNEL_ERROR_REFINEMENT` times
+        the nodes per axis is kept in ``channel_error`` (the a-posteriori estimate of the
+        error of the rule used, in the units of
+        :class:`~symtheory.glm.integrate.moments.ChannelAccuracy`).  The last result is kept
+        for the same ``Q`` and options (the free entropy's ``Psi_out`` at the fixed point just
+        solved: a full pass over the samples); it is returned with the accuracy records it
+        set.
+
+        Parameters
+        ----------
+        Q : numpy.ndarray
+            Overlap, ``P x P`` with ``0 <= Q < rho``.
+        include_jacobian : bool, optional
+            ``False`` drops the observation-only Jacobian factor.
+
+        Returns
+        -------
+        Moments
+            :class:`~symtheory.glm.integrate.moments.Moments` (``log_partition``,
+            ``mean_shift``, ``cov_shift``, ``omega``, ``V``).
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> m = se.posterior_moments(np.array([[0.3]]))
+        >>> m.mean_shift.shape, se.channel_error
+        ((256, 1, 1), 0.0)
+        """
         # the channel object itself (compared by identity): a stage swaps it
         key = (self._check_Q(Q).tobytes(), self.samples, getattr(self, "feature_rule", None),
                self.channel, include_jacobian, self.estimate_channel_error)
@@ -472,17 +562,68 @@ class StateEvolution(StagedSolve, MapLinearization):
                                                    axis=1))
 
     def gout_at(self, Q):
-        """``(g_out, dg_out)`` of the frozen samples at ``Q`` (Eq. (12) of arXiv:2502.00901);
-        the last
-        result is kept (a fixed point is evaluated again by its callers: the standard
-        error, the staircase's instability)."""
+        """Return ``(g_out, dg_out)`` of the frozen samples at ``Q`` (Eq. (12) of arXiv:2502.00901).
+
+        The last result is kept (a fixed point is evaluated again by its callers: the
+        standard error, the staircase's instability).
+
+        Parameters
+        ----------
+        Q : numpy.ndarray
+            Overlap, ``P x P`` with ``0 <= Q < rho``.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``g_out (n, P, M)`` and ``dg_out``.
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> g, dg = se.gout_at(np.array([[0.3]]))
+        >>> g.shape, float(dg[0].ravel()[0]) == -1 / 1.2         # -1/(V + Delta)
+        ((256, 1, 1), True)
+        """
         return self._gout_all(Q)[:2]
 
     def gout_halves(self, Q):
-        """``(g_A, g_B)``: ``g_out`` of the posterior means pooled over the even and over
-        the odd scramblings of the channel's Laplace-RQMC rule (``'cross'`` estimator),
-        independent given the rule's proposal
-        (:func:`~symtheory.glm.integrate.laplace_qmc.independent_half_means`)."""
+        """Return ``(g_A, g_B)``: ``g_out`` of the posterior means pooled over the two halves of the scramblings.
+
+        The even and the odd scramblings of the channel's Laplace-RQMC rule (``'cross'``
+        estimator), independent given the rule's proposal
+        (:func:`~symtheory.glm.integrate.laplace_qmc.independent_half_means`).
+
+        Parameters
+        ----------
+        Q : numpy.ndarray
+            Overlap, ``P x P`` with ``0 <= Q < rho``.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``(g_A, g_B)``, each ``(n, P, M)``.
+
+        Raises
+        ------
+        ValueError
+            Without the ``'cross'`` estimator.
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> se.gout_halves(np.array([[0.3]]))
+        Traceback (most recent call last):
+            ...
+        ValueError: gout_halves needs the 'cross' estimator
+        """
         if self.estimator != "cross":
             raise ValueError("gout_halves needs the 'cross' estimator")
         return self._gout_all(Q)[2:]
@@ -506,17 +647,41 @@ class StateEvolution(StagedSolve, MapLinearization):
         return out
 
     def qhat(self, Q, alpha=None):
-        """``(Q_hat, stderr, nishimori_gap)`` at ``Q`` from the frozen samples.
+        """Return ``(Q_hat, stderr, nishimori_gap)`` at ``Q`` from the frozen samples.
 
-        ``nishimori_gap`` = ``max_ab |E[g g^T] - E[-dg]|_ab / ||V^{-1}||_2``: the two
+        ``nishimori_gap`` = ``max_ab |E[g g^T] - E[-dg]|_ab / ||V^(-1)||_2``: the two
         estimators of ``Q_hat/alpha`` (equal at Bayes-optimality, Eq. (12) of
-        arXiv:2502.00901) compared in units of ``V^{-1} = (rho - Q)^{-1}``, the scale that
-        bounds both means (each lies between 0 and ``V^{-1}``), so it means the same at
-        every ``alpha`` -- also where ``Q_hat -> 0`` (small ``alpha``), where a relative
-        difference divides by ~0. Consistent with 0 within its sampling error (about ``max
-        stderr / (alpha ||V^{-1}||)``) -- except under a randomized rule (the ``'cross'``
-        estimator, and a reduced deep link's Laplace-RQMC rule under ``'square'``), where
-        ``E(-dg)`` keeps the rule's ratio bias of second moments (not used for ``Q_hat``)."""
+        arXiv:2502.00901) compared in units of ``V^(-1) = (rho - Q)^(-1)``, the scale that
+        bounds both means (each lies between 0 and ``V^(-1)``), so it means the same at every
+        ``alpha`` -- also where ``Q_hat -> 0`` (small ``alpha``), where a relative difference
+        divides by ~0.  Consistent with 0 within its sampling error (about ``max stderr /
+        (alpha ||V^(-1)||)``) -- except under a randomized rule (the ``'cross'`` estimator,
+        and a reduced deep link's Laplace-RQMC rule under ``'square'``), where ``E(-dg)``
+        keeps the rule's ratio bias of second moments (not used for ``Q_hat``).
+
+        Parameters
+        ----------
+        Q : numpy.ndarray
+            Overlap, ``P x P`` with ``0 <= Q < rho``.
+        alpha : float, optional
+            Sample complexity (default the SE's).
+
+        Returns
+        -------
+        tuple
+            ``(numpy.ndarray, numpy.ndarray, float)``.
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> Qhat, stderr, gap = se.qhat(np.array([[0.3]]))       # alpha/(Delta + 1 - Q) = 1/1.2
+        >>> round(float(Qhat[0, 0]), 8), gap < 0.01
+        (0.83333333, True)
+        """
         alpha = self.alpha if alpha is None else alpha
         g, dg = self.gout_at(Q)
         halves = self.gout_halves(Q) if self.estimator == "cross" else None
@@ -554,13 +719,36 @@ class StateEvolution(StagedSolve, MapLinearization):
                 tw.mean(axis=0))
 
     def sample_mean_stderr(self, values):
-        """``(mean, standard error)`` over axis 0 of per-sample ``values`` of the frozen
-        samples (all of them, or the prefix of a warm-up stage).  RQMC: the spread of
-        the per-scrambling means over sqrt(scrambles) (the per-sample spread would count
-        the variance the low-discrepancy points remove); plain Monte Carlo, or a prefix
-        too short to hold two points of every scrambling: the per-sample spread over
-        sqrt(n).  Plain Monte Carlo with a channel rule of several point sets: batch means
-        over the point sets (samples sharing a set share its errors)."""
+        """Return ``(mean, standard error)`` over axis 0 of per-sample values of the frozen samples.
+
+        All of them, or the prefix of a warm-up stage.  RQMC: the spread of the
+        per-scrambling means over sqrt(scrambles) (the per-sample spread would count the
+        variance the low-discrepancy points remove); plain Monte Carlo, or a prefix too short
+        to hold two points of every scrambling: the per-sample spread over sqrt(n).  Plain
+        Monte Carlo with a channel rule of several point sets: batch means over the point sets
+        (samples sharing a set share its errors).
+
+        Parameters
+        ----------
+        values : array_like
+            Per-sample values, samples on axis 0.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``(mean, stderr)`` over axis 0.
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> mean, stderr = se.sample_mean_stderr(np.ones(256))
+        >>> float(mean), float(stderr)
+        (1.0, 0.0)
+        """
         values = np.asarray(values, dtype=float)
         n = len(values)
         mean = values.mean(axis=0)
@@ -574,14 +762,60 @@ class StateEvolution(StagedSolve, MapLinearization):
         return mean, (sums / counts).std(axis=0, ddof=1) / np.sqrt(B)
 
     def tail_multiple(self, sigmas):
-        """:func:`~symtheory.glm.se.sampling.tail_multiple` for this SE's design."""
+        """Return :func:`~symtheory.glm.se.sampling.tail_multiple` for this SE's design.
+
+        The multiple of a standard error with the tail probability of ``sigmas`` normal
+        standard deviations (the t quantile for RQMC's ``scrambles - 1`` degrees of freedom).
+
+        Parameters
+        ----------
+        sigmas : float
+            Normal standard deviations.
+
+        Returns
+        -------
+        float
+            The multiple of the stated standard error.
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> se.tail_multiple(4.0) > 4.0              # 16 scramblings: t with 15 degrees of freedom
+        True
+        """
         return tail_multiple(sigmas, self.error_groups)
 
     def quadrature_qhat_error(self, Q):
-        """Effect of the channel rule's refinement on ``Q_hat`` at ``Q``, in sampling
-        standard errors (:attr:`SEResult.channel_qhat_error`): reuses the refined
-        moments of the last error-estimating pass at ``Q``; ``None`` if there is none
-        (a randomized or non-reduced rule)."""
+        """Return the effect of the channel rule's refinement on ``Q_hat`` at ``Q``, in sampling standard errors.
+
+        (:attr:`SEResult.channel_qhat_error <symtheory.glm.se.result.SEResult.channel_qhat_error>`):
+        reuses the refined moments of the last error-estimating pass at ``Q``; ``None`` if
+        there is none (a randomized or non-reduced rule).
+
+        Parameters
+        ----------
+        Q : numpy.ndarray
+            Overlap, ``P x P`` with ``0 <= Q < rho``.
+
+        Returns
+        -------
+        float or None
+            ``max_ab |Q_hat - Q_hat_refined|_ab / stderr_ab``.
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> se.quadrature_qhat_error(np.array([[0.3]])) is None     # not a reduced link
+        True
+        """
         Q = self._check_Q(Q)
         ref = getattr(self, "_refined_moments", None)
         if ref is None or ref[0] != self._refined_key(Q):
@@ -602,12 +836,38 @@ class StateEvolution(StagedSolve, MapLinearization):
         return (self._check_Q(Q).tobytes(), self.samples, getattr(self, "feature_rule", None))
 
     def psi_out(self, Q, *, include_jacobian=True):
-        """``Psi_out(Q) = E_{xi, y} log Z_out(y; Q^{1/2} xi, rho - Q)`` on the frozen samples
-        (density of ``y`` in the model's observed coordinates; of the inversion features
-        for a reduced link, see the module docstring).  Returns ``(value, stderr)``.
-        ``include_jacobian=False`` drops the y-only output Jacobian of deterministic
-        channels: a Q-independent shift in expectation but a heavy-tailed one sample by
-        sample, so derivatives in Q are far less noisy without it."""
+        """Return ``Psi_out(Q) = E_(xi, y) log Z_out(y; Q^(1/2) xi, rho - Q)`` on the frozen samples.
+
+        The density of ``y`` in the model's observed coordinates (of the inversion features
+        for a reduced link, see the module docstring).  ``include_jacobian=False`` drops the
+        y-only output Jacobian of deterministic channels: a Q-independent shift in expectation
+        but a heavy-tailed one sample by sample, so derivatives in Q are far less noisy
+        without it.
+
+        Parameters
+        ----------
+        Q : numpy.ndarray
+            Overlap, ``P x P`` with ``0 <= Q < rho``.
+        include_jacobian : bool, optional
+            Include the output Jacobian of a deterministic channel.
+
+        Returns
+        -------
+        tuple of float
+            ``(value, stderr)``.
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> value, stderr = se.psi_out(np.array([[0.3]]))
+        >>> exact = -0.5 * (1 + np.log(2 * np.pi * 1.2))        # -E log N(y; omega, V + Delta)
+        >>> bool(abs(value - exact) < 3 * stderr)
+        True
+        """
         logZ = self.posterior_moments(Q, include_jacobian=include_jacobian).log_partition
         if not np.all(np.isfinite(logZ)):
             raise FloatingPointError("log Z_out is not finite on some samples")
@@ -615,11 +875,32 @@ class StateEvolution(StagedSolve, MapLinearization):
         return float(mean), float(stderr)
 
     def free_entropy(self, Q):
-        """Replica-symmetric free entropy at ``Q`` with ``Q_hat`` from the SE map (Eqs.
-        (10)-(11) of arXiv:2502.00901):
-        ``Phi = -Tr(Q Q_hat)/2 + psi_P(Q_hat) + alpha Psi_out(Q)``.  Returns
-        ``(Phi, stderr)`` (stderr of the Monte-Carlo term).  At a fixed point it is the
-        value whose maximum over fixed points selects the Bayes-optimal one."""
+        """Return the replica-symmetric free entropy at ``Q`` with ``Q_hat`` from the SE map (Eqs. (10)-(11) of arXiv:2502.00901).
+
+        ``Phi = -Tr(Q Q_hat)/2 + psi_P(Q_hat) + alpha Psi_out(Q)``.  At a fixed point it is the
+        value whose maximum over fixed points selects the Bayes-optimal one.
+
+        Parameters
+        ----------
+        Q : numpy.ndarray
+            Overlap, ``P x P`` with ``0 <= Q < rho``.
+
+        Returns
+        -------
+        tuple of float
+            ``(Phi, stderr)`` (stderr of the Monte-Carlo term).
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> phi, stderr = se.free_entropy(np.array([[0.5]]))
+        >>> bool(stderr > 0), bool(np.isfinite(phi))
+        (True, True)
+        """
         Q = self._check_Q(Q)
         Qhat = self.psd_qhat(Q) + self.lam * np.eye(self.model.P)
         po, se = self.psi_out(Q)
@@ -627,11 +908,35 @@ class StateEvolution(StagedSolve, MapLinearization):
         return phi, self.alpha * se
 
     def alpha_at_fixed_point(self, Q, entry=None):
-        """The ``alpha`` at which ``Q`` is a fixed point along ``entry`` (Eqs. (13)-(14) solved
-        for alpha):
-        ``alpha = [F_prior^{-1}(Q)]_ee / E[g g^T]_ee`` (the channel does not depend on
-        alpha).  Returns ``(alpha, stderr)``.  Exact for a one-parameter reduced SE (e.g.
-        ``Q = diag(0, q2)`` below the layer-1 threshold)."""
+        """Return the ``alpha`` at which ``Q`` is a fixed point along ``entry`` (Eqs. (13)-(14) solved for alpha).
+
+        ``alpha = [F_prior^(-1)(Q)]_ee / E[g g^T]_ee`` (the channel does not depend on
+        alpha).  Exact for a one-parameter reduced SE (e.g. ``Q = diag(0, q2)`` below the
+        layer-1 threshold).
+
+        Parameters
+        ----------
+        Q : numpy.ndarray
+            Overlap, ``P x P`` with ``0 <= Q < rho``.
+        entry : tuple of int, optional
+            The entry ``(a, b)`` (default the largest diagonal entry).
+
+        Returns
+        -------
+        tuple of float
+            ``(alpha, stderr)``.
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> alpha, stderr = se.alpha_at_fixed_point(np.array([[0.5]]))
+        >>> round(float(alpha), 8)
+        1.0
+        """
         Q = self._check_Q(Q)
         if entry is None:
             i = int(np.argmax(np.abs(np.diag(Q))))
@@ -642,11 +947,57 @@ class StateEvolution(StagedSolve, MapLinearization):
         return target / Qhat1[a, b], target * se1[a, b] / Qhat1[a, b] ** 2
 
     def step(self, Q):
+        """Return one application of the SE map ``F(Q) = F_prior(Q_hat(Q) + lambda I)``.
+
+        Parameters
+        ----------
+        Q : numpy.ndarray
+            Overlap, ``P x P`` with ``0 <= Q < rho``.
+
+        Returns
+        -------
+        numpy.ndarray
+            The new overlap (entries outside the structure mask are 0).
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> se.step(np.array([[0.3]])).round(8)                  # Q_hat/(1 + Q_hat), Q_hat = 1/1.2
+        array([[0.45454545]])
+        """
         P = self.model.P
         return self.prior.overlap_map(self.psd_qhat(Q) + self.lam * np.eye(P)) * self.mask
 
     def psd_qhat(self, Q):
-        """``Q_hat`` at ``Q``, a vanishing eigenvalue pushed below 0 by noise projected out."""
+        """Return ``Q_hat`` at ``Q``, a vanishing eigenvalue pushed below 0 by noise projected out.
+
+        Within the 4-sigma tail (t-scaled for RQMC) of the standard error the projection is
+        counted in ``psd_projections``; beyond, ``FloatingPointError``.
+
+        Parameters
+        ----------
+        Q : numpy.ndarray
+            Overlap, ``P x P`` with ``0 <= Q < rho``.
+
+        Returns
+        -------
+        numpy.ndarray
+            Positive semidefinite ``Q_hat``.
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> se.psd_qhat(np.array([[0.3]])).round(8)
+        array([[0.83333333]])
+        """
         Qhat, se, _ = self.qhat(Q)
         lam, O = np.linalg.eigh(Qhat)
         if lam[0] < 0:
