@@ -54,10 +54,33 @@ class MapLinearization:
         return D
 
     def map_jacobian(self, Q, *, step=None):
-        """``dF/dQ`` on the free entries (rows/columns in the order of the upper-triangle
-        entries kept by the structure) by one-sided differences of the frozen-sample map
-        that stay in ``0 <= Q < rho``; ``None`` if impossible.  ``step``: default
-        :attr:`difference_step`."""
+        """Return ``dF/dQ`` on the free entries by one-sided differences of the frozen-sample map.
+
+        Rows and columns in the order of the upper-triangle entries kept by the structure;
+        the differences stay in ``0 <= Q < rho``.
+
+        Parameters
+        ----------
+        Q : numpy.ndarray
+            Overlap, ``P x P``.
+        step : float, optional
+            Difference step (default ``difference_step``).
+
+        Returns
+        -------
+        numpy.ndarray or None
+            The Jacobian; ``None`` if no difference stays in the domain.
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> se.map_jacobian(np.array([[0.5]])).round(5)       # d/dQ 1/(2.5 - Q) = 1/4 at Q = 1/2
+        array([[0.25]])
+        """
         from ...core.solvers import difference_jacobian
 
         step = self.difference_step if step is None else step
@@ -69,9 +92,30 @@ class MapLinearization:
                                    boundary_fraction=self.boundary_fraction)
 
     def spectral_radius(self, Q) -> float:
-        """Largest modulus of the eigenvalues of :meth:`map_jacobian` at ``Q`` (step
-        ``max(1e-5, difference_step)``): below 1 where ``Q`` is a stable fixed point; NaN
-        if no difference stays in the domain."""
+        """Return the largest modulus of the eigenvalues of :meth:`map_jacobian` at ``Q``.
+
+        Step ``max(1e-5, difference_step)``: below 1 where ``Q`` is a stable fixed point.
+
+        Parameters
+        ----------
+        Q : numpy.ndarray
+            Overlap, ``P x P``.
+
+        Returns
+        -------
+        float
+            The spectral radius; NaN if no difference stays in the domain.
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> round(se.spectral_radius(np.array([[0.5]])), 4)
+        0.25
+        """
         J = self.map_jacobian(Q, step=max(1e-5, self.difference_step))
         return float(np.max(np.abs(np.linalg.eigvals(J)))) if J is not None else float("nan")
 

@@ -97,7 +97,9 @@ class StagedSolve:
     def solve(self, Q0=None, *, damping=0.5, tol=None, max_iter=300, newton_below=1e-3,
               kick=0.05, max_kicks=3, progress=False, stderr=True,
               warmup="auto", peak_rule="auto") -> SEResult:
-        """Stable fixed point of ``Q = F(Q)`` on the frozen samples, from ``Q0``: a thin
+        """Return the stable fixed point of ``Q = F(Q)`` on the frozen samples, from ``Q0``.
+
+        Stable fixed point of ``Q = F(Q)`` on the frozen samples, from ``Q0``: a thin
         client of the engine :func:`symtheory.core.solvers.fixed_point` on the free
         entries of ``Q`` (upper triangle inside the structure mask), with domain
         ``0 <= Q < rho``.
@@ -153,7 +155,49 @@ class StagedSolve:
         Jacobian exceeds 1 the iteration restarts from the fixed point plus ``kick`` along
         the unstable direction (towards larger overlaps when that stays in the domain), at
         most ``max_kicks`` times; the message reports it and ``stable`` records the final
-        verdict."""
+        verdict.
+
+        Parameters
+        ----------
+        Q0 : numpy.ndarray, optional
+            Start (default ``0.05 I``).
+        damping : float, optional
+            ``theta`` in ``[0, 1)``, the weight of the previous iterate.
+        tol : float, optional
+            Residual tolerance (default ``default_tol``).
+        max_iter : int, optional
+            Iterations over all stages.
+        newton_below : float, optional
+            Residual below which Newton steps are tried.
+        kick : float, optional
+            Size of the restart step along an unstable direction.
+        max_kicks : int, optional
+            Restarts at most.
+        progress : bool, optional
+            Show a progress bar.
+        stderr : bool, optional
+            Propagate the sampling error to ``Q_stderr`` (a Jacobian evaluation).
+        warmup : "auto", int or None, optional
+            Samples of the first warm-up stage (:meth:`warmup_samples`).
+        peak_rule : "auto" or None, optional
+            Switch a reduced link to the peak-following rule where needed (above).
+
+        Returns
+        -------
+        SEResult
+            The fixed point ``Q`` with ``Q_stderr``, ``Q_hat``, ``stable`` and the report.
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> res = se.solve()
+        >>> round(float(res.Q[0, 0]), 8), res.converged, res.stable
+        (0.5, True, True)
+        """
         if peak_rule not in ("auto", None):
             raise ParameterError(f"peak_rule must be 'auto' or None, got {peak_rule!r}")
         tol = self.default_tol if tol is None else tol
@@ -329,10 +373,32 @@ class StagedSolve:
                 f"{self.feature_rule.describe()}")
 
     def warmup_samples(self, warmup="auto") -> int:
-        """Samples of the first warm-up stage of :meth:`solve`: ``"auto"`` = the larger of
-        :data:`WARMUP_MIN_SAMPLES` and ``samples/WARMUP_FRACTION`` (all samples -- no
-        subset stage -- when that is more than half of them); an integer in ``[2,
-        samples]``; ``None`` for no subset stage."""
+        """Return the number of samples of the first warm-up stage of :meth:`solve`.
+
+        ``"auto"`` = the larger of :data:`WARMUP_MIN_SAMPLES` and
+        ``samples/WARMUP_FRACTION`` (all samples -- no subset stage -- when that is more than
+        half of them); an integer in ``[2, samples]``; ``None`` for no subset stage.
+
+        Parameters
+        ----------
+        warmup : "auto", int or None, optional
+            The request.
+
+        Returns
+        -------
+        int
+            Samples of the first stage (``samples``: no subset stage).
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> se.warmup_samples(), se.warmup_samples(64)
+        (256, 64)
+        """
         if warmup is None:
             return self.samples
         if isinstance(warmup, str):
