@@ -52,8 +52,11 @@ MAX_OUTER_NODES = 400
 def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, prior=None,
                   outer_nodes=48, width=8.0, rule=None, samples=200000, seed=0,
                   target_error=None):
-    """Weak-recovery threshold ``alpha_c = 1/lambda_max(F_prior' o F)`` (Eqs. (15)-(16) of
-    arXiv:2502.00901).
+    """Return the weak-recovery threshold ``alpha_c = 1/lambda_max(F_prior' o F)`` (Eqs. (15)-(16) of arXiv:2502.00901).
+
+    The learnable subspace is the top eigenvector of the linearized operator at the
+    trivial fixed point; ``alpha_c = 0`` when ``E[Z|y] != 0`` on a set of positive measure
+    (module docstring).
 
     ``target_error`` (observation grid only): while the error estimate exceeds it, the
     grid is redone with twice the nodes per axis, up to :data:`MAX_OUTER_NODES` (the
@@ -66,7 +69,48 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
     the converged finer one) plus the truncated mass times ``alpha``; mpmath methods --
     ``|alpha(dps) - alpha(dps + 10)|``.  Monte Carlo: the standard error of batch means
     of ``v^T F_b v`` (``v`` the top eigenvector).  ``precision=P`` (mpmath methods):
-    ``alpha`` at ``P + 10`` digits confirmed by a run at ``2 P + 10`` digits."""
+    ``alpha`` at ``P + 10`` digits confirmed by a run at ``2 P + 10`` digits.
+
+    Parameters
+    ----------
+    model : MultiIndexModel
+        The declared model.
+    noise_variance : float, optional
+        Gaussian output-noise variance; ``None``: noiseless.
+    method : str, optional
+        ``"auto"`` (chosen from the model), ``"observation-grid"``, ``"cells"``,
+        ``"scalar-quadrature"`` or ``"monte-carlo"``: the expectation of the operator.
+    precision : int, optional
+        Digits of an mpmath run (mpmath methods), confirmed at ``2 P + 10`` digits.
+    prior : Prior, optional
+        Weight prior (default ``GaussianPrior``).
+    outer_nodes : int, optional
+        Observation grid: nodes per axis.
+    width : float, optional
+        Observation grid: box in units of the largest singular value of the mixing.
+    rule : TensorRule, optional
+        Quadrature over the free rows (default Gauss-Hermite 40).
+    samples : int, optional
+        Monte-Carlo draws.
+    seed : int, optional
+        Monte-Carlo seed.
+    target_error : float, optional
+        Observation grid: refine until the error estimate is below it (above).
+
+    Returns
+    -------
+    ThresholdResult
+        ``value`` (``alpha_c``), ``error``, ``subspace`` (the learnable directions),
+        ``eigenvalue`` (``lambda_max``), ``converged`` and the report.
+
+    Examples
+    --------
+    >>> from symtheory import smi
+    >>> from symtheory.glm import weak_recovery
+    >>> res = weak_recovery(smi.outer_product(seq_len=2))       # y = z z^T: 1/(M (M + 1))
+    >>> round(res.value, 10), bool(res.error < 1e-10)
+    (0.1666666667, True)
+    """
     t0 = time.perf_counter()
     prior = prior or GaussianPrior()
     if noise_variance is not None and not (np.isfinite(noise_variance) and noise_variance >= 0):
