@@ -197,7 +197,7 @@ class BOPoint(Result):
     error_kind: str = field(default="bound", kw_only=True)
 
     mmse = alias("value", "1 - q, the per-entry MMSE on S*.")
-    mmse_error = alias("error", "Certified bound on |mmse - exact|.")
+    mmse_error = alias("error", "Certified bound on ``|mmse - exact|``.")
 
 
 #: root v = 1 - q of the BSR fixed point with a certified error bound (``evaluations``)
