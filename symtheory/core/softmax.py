@@ -9,7 +9,7 @@ def softmax_rows(K, inv_temp=1):
     ``exp(b K_ij) / sum_k exp(b K_ik)`` (``b = inv_temp``) written as
     ``1 / sum_k exp(b (K_ik - K_ij))``: its generated kernels never overflow to NaN (a huge
     exponent only sends an entry to its limit 0).  The package's one symbolic softmax
-    (the activation of deep attention, smi.md Eq. 6).
+    (the activation of deep attention, Eq. 6 of arXiv:2502.00901).
 
     Parameters
     ----------

@@ -258,7 +258,7 @@ def staircase(model, *, learned_row=None, samples=4096, batches=8, seed=0, rule=
 
     Examples
     --------
-    Two-layer softmax attention (smi.md): row 1 is learned first, row 0 at the staircase
+    Two-layer softmax attention (Eq. 6 of arXiv:2502.00901): row 1 is learned first, row 0 at the staircase
     (a small sample: ~10 s).
 
     >>> from symtheory import smi
