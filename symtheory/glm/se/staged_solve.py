@@ -99,8 +99,7 @@ class StagedSolve:
               warmup="auto", peak_rule="auto") -> SEResult:
         """Return the stable fixed point of ``Q = F(Q)`` on the frozen samples, from ``Q0``.
 
-        Stable fixed point of ``Q = F(Q)`` on the frozen samples, from ``Q0``: a thin
-        client of the engine :func:`symtheory.core.solvers.fixed_point` on the free
+        A thin client of the engine :func:`symtheory.core.solvers.fixed_point` on the free
         entries of ``Q`` (upper triangle inside the structure mask), with domain
         ``0 <= Q < rho``.
 
