@@ -174,8 +174,8 @@ class StateEvolution(StagedSolve, MapLinearization):
     pinned_rows : tuple of int, optional
         Rows whose overlap is held at exactly 0 (rows and columns of ``Q`` and ``Q_hat``):
         the invariant subspace of rows not learned yet, for a model even in each of their
-        row groups (Eqs. (17)-(18) of arXiv:2502.00901) -- the fixed point ``Q*`` of Eq.
-        (18) supported on the other rows, where the grand staircase tests stability.
+        row groups (Eqs. (17)-(18) of arXiv:2502.00901) -- the fixed point ``Q*`` of
+        Eq. (18) supported on the other rows, where the grand staircase tests stability.
     difference_step : float, optional
         Step of the map's difference Jacobians (Newton, stability, standard errors);
         default 1e-6, or :data:`RANDOMIZED_RULE_DIFFERENCE_STEP` for a Laplace-RQMC rule,
