@@ -104,7 +104,8 @@ class StateEvolution(StagedSolve, MapLinearization):
     """Matrix state evolution of an SMI model at sample complexity ``alpha`` (Lemma 2.2, Eqs. (13)-(14) of arXiv:2502.00901).
 
     ``Q_hat = alpha E[sum_m g_out g_out^T]`` on frozen samples and ``Q = F_prior(Q_hat +
-    lambda I)``, in the model's normalization ``alpha = n/D`` (see the module docstring).
+    lambda I)``, in the normalization ``alpha = n/D`` (samples per token dimension ``D``, not
+    ``n/(D M)``; see the module docstring).
 
     Parameters
     ----------

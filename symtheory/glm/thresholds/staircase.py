@@ -253,7 +253,7 @@ def staircase(model, *, learned_row=None, samples=4096, batches=8, seed=0, rule=
     Returns
     -------
     ThresholdResult
-        ``value`` (``alpha_c``), ``error`` (statistical + quadrature), ``subspace``,
+        ``value`` (``alpha_c``, in ``alpha = n/D``), ``error`` (statistical + quadrature), ``subspace``,
         ``converged`` and ``details`` (``q_star``, the scan, the per-batch thresholds).
 
     Examples

@@ -100,7 +100,7 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
     Returns
     -------
     ThresholdResult
-        ``value`` (``alpha_c``), ``error``, ``subspace`` (the learnable directions),
+        ``value`` (``alpha_c``, in ``alpha = n/D``), ``error``, ``subspace`` (the learnable directions),
         ``eigenvalue`` (``lambda_max``), ``converged`` and the report.
 
     Examples
