@@ -21,6 +21,9 @@ input (any scaling, any argument)    output
 ``log(a exp(X) + b exp(Y))``          ``log a + X + Log1pExp(Y - X + log(b/a))``
                                      (``Erfcx(u)`` as ``exp(LogErfcx(u))``)
 ``1/(1 + exp(-x))``                  ``Expit(x)``
+``r + k Expit(u)``, ``r + k`` cancels ``r Expit(-u) + (r + k) Expit(u)``
+                                     (the chain rule of ``Log1pExp``: no
+                                     ``r - r`` cancellation when ``Expit ~ 1``)
 ``log(exp(L) * ...)``                ``L + log(...)``  (``expand_log``)
 ===================================  ======================================
 
@@ -65,6 +68,10 @@ def _phi_terms(add: sp.Add):
 
 
 def _rewrite_add(e: sp.Add):
+    if e.has(Expit):
+        e = _rewrite_expit_complement(e)
+        if not e.is_Add:
+            return e
     phis, rest = _phi_terms(e)
     if not phis:
         return e
@@ -95,6 +102,28 @@ def _rewrite_add(e: sp.Add):
         if i not in used:
             out.append(c * _Phi(t))
     return sp.Add(constant, *out, *rest)
+
+
+def _rewrite_expit_complement(e: sp.Add):
+    """``r + k Expit(u)`` -> ``r Expit(-u) + (r + k) Expit(u)`` when ``r + k`` cancels.
+
+    The derivative of ``X + Log1pExp(Y - X)`` is ``X' + (Y' - X') Expit(Y - X)``: for
+    ``Expit ~ 1`` it is ``Y'`` computed as ``X' - X' + Y'``, all digits lost when
+    ``|Y'| << |X'|`` (the symmetric door's tail: 1e-23 from terms of 14).  Applied only
+    if SymPy cancels ``r + k`` symbolically (it has fewer operations than ``k``)."""
+    expits = {f for t in e.args for f in sp.Mul.make_args(t) if isinstance(f, Expit)}
+    for ex in expits:
+        k = e.coeff(ex)
+        if k == 0 or k.has(ex):
+            continue
+        r = sp.expand(e - k * ex)
+        if r == 0 or r.has(ex):
+            continue
+        total = sp.expand(r + k)
+        if sp.count_ops(total) >= sp.count_ops(sp.expand(k)):
+            continue
+        return r * Expit(-ex.args[0]) + total * ex
+    return e
 
 
 def _rewrite_mul(e: sp.Mul):
@@ -177,7 +206,7 @@ def stabilize(expr):
     that contain a stable function).
     """
     expr = sp.sympify(expr)
-    if not expr.has(sp.erf, sp.erfc, sp.exp, sp.log):
+    if not expr.has(sp.erf, sp.erfc, sp.exp, sp.log, Expit):
         return expr
     e = expr.replace(sp.erf, lambda x: 1 - 2 * _Phi(-_SQRT2 * x))
     e = e.replace(sp.erfc, lambda x: 2 * _Phi(-_SQRT2 * x))

@@ -404,6 +404,58 @@ def test_stabilized_kernel_is_accurate_in_the_tails(expr, target):
         assert abs(k(x0)[0] - ref) <= 1e-12 * abs(ref), (x0, k(x0)[0], ref)
 
 
+def test_log1pexp_chain_rule_is_rewritten_without_cancellation():
+    """d/dx [X + Log1pExp(Y - X)] = X' + (Y' - X') Expit(Y - X) loses every digit of a
+    small Y' when Expit = 1 in float64; the rewrite X' Expit(X - Y) + Y' Expit(Y - X)
+    keeps them.  An identity at 50 digits, and at x = 30 (X' = -27, Y' = -6e-29,
+    Expit(Y - X) = 1 - 1e-163) the float64 kernel has the true -6e-29 (naive: 0)."""
+    X, Y = -(x - 3) ** 2 / 2, -x ** 2 / sp.Integer(10) ** 30 + 10
+    derivative = sp.diff(X + special.Log1pExp(Y - X), x)
+    out = stabilize(derivative)
+    assert out != derivative and out.has(special.Expit)
+    for x0 in (-3.7, 0.0, 0.9, 2.5, 9.0):
+        a, b = _mp_eval(derivative, x0), _mp_eval(out, x0)
+        assert abs(a - b) <= mpmath.mpf(10) ** -40 * (1 + abs(a)), (x0, a, b)
+    k = Kernel("test_stable_expit_complement", [x], [out])
+    for x0 in (30.0, -20.0, 3.0):
+        ref = _mp_eval(derivative, x0, dps=400)
+        assert abs(k(x0)[0] - ref) <= 1e-14 * abs(ref), (x0, k(x0)[0], ref)
+
+
+@pytest.mark.parametrize("y_out", [1.0, -1.0])
+@pytest.mark.parametrize("omega", [-6.0, -3.32426, -1.0, 0.3, 3.32426, 6.0])
+def test_symmetric_door_moments_in_the_tails(door, y_out, omega):
+    """g_out and its derivative of the symmetric door against mpmath derivatives of
+    log Z_out at 400 digits, where y = +1 is a 1e-23 difference of terms of 14 (found
+    by the declaration check at omega = 3.32426, V = 0.0755894: g_out was 0).  Tolerances:
+    g_out 1e-13 (a few ulps times the stable functions' condition); its derivative 1e-10
+    (for y = -1 at |omega| = 6 it is -13.2 from terms g_out^2 ~ 5e3, cancellation 4e2)."""
+    ch, (K,) = door
+    V = 0.0755894
+    s = mpmath.sqrt(mpmath.mpf(V))
+
+    def log_z(w):
+        a, b = mpmath.ncdf((w - K) / s), mpmath.ncdf((-w - K) / s)
+        if y_out == 1:
+            return mpmath.log(a + b)
+        return mpmath.log(mpmath.ncdf((K - w) / s) - mpmath.ncdf((-K - w) / s))
+
+    with mpmath.workdps(400):
+        g, dg = mpmath.diff(log_z, omega), mpmath.diff(log_z, omega, 2)
+    m = ch.moments(y_out, omega, V, K)
+    assert abs(m.mean_shift / V - g) <= 1e-13 * abs(g), (m.mean_shift / V, g)
+    assert abs(m.cov_shift / V ** 2 - dg) <= 1e-10 * abs(dg), (m.cov_shift / V ** 2, dg)
+
+
+def test_declaration_seed_depends_on_the_declaration_only(probit, monkeypatch):
+    """The check points do not move with an edit of the package's source (the cached
+    verdict's key does): a verdict must not flip with an unrelated change."""
+    seed, key = checks._declaration_seed(probit), checks._declaration_key(probit)
+    monkeypatch.setattr(checks, "_source_digest", lambda ch: "an edited package")
+    assert checks._declaration_seed(probit) == seed
+    assert checks._declaration_key(probit) != key
+
+
 def test_stabilize_leaves_other_expressions_alone():
     e = x**2 + sp.sin(x)
     assert stabilize(e) == e

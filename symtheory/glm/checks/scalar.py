@@ -522,13 +522,27 @@ def _source_digest(channel):
     return h.hexdigest()
 
 
-def _declaration_key(channel) -> str:
-    parts = [channel.kernel.digest, _source_digest(channel), repr(channel.levels),
+def _declaration_parts(channel) -> list:
+    """What the user declared: name, log-partition, levels, check ranges, likelihood."""
+    parts = [channel.name, sp.srepr(channel.log_Z), repr(channel.levels),
              repr(sorted((str(p), v) for p, v in channel.check_ranges.items())),
              str(DECLARATION_POINTS), repr(channel._sampler is None)]
     if channel.likelihood is not None:
         lik = channel.likelihood
         parts += [sp.srepr(lik.expr), sp.srepr(lik.noise_variance), sp.srepr(lik.u)]
+    return parts
+
+
+def _declaration_seed(channel) -> int:
+    """Seed of the declaration checks' random points: a function of the declaration
+    only, so an edit of the package's source does not move the points (a verdict that
+    flips with an unrelated edit is a flaky check, not a finding)."""
+    return int(hashlib.sha256("\n".join(_declaration_parts(channel)).encode()).hexdigest()[:8], 16)
+
+
+def _declaration_key(channel) -> str:
+    """Cache key of a verdict: the declaration, its kernel and the code that checks it."""
+    parts = [channel.kernel.digest, _source_digest(channel), *_declaration_parts(channel)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
 
 
@@ -588,7 +602,7 @@ def declaration_checks(channel):
         except (ValueError, KeyError, TypeError):
             record = None
     if record is None:
-        results = run_checks(channel, seed=int(key[:8], 16))
+        results = run_checks(channel, seed=_declaration_seed(channel))
         accuracy, acc_where = measure_accuracy(channel)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"results": [asdict(r) for r in results],

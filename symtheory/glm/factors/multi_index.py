@@ -308,7 +308,10 @@ class MultiIndexModel:
         * no noise, a :class:`DeterministicReduction`:
           :class:`~symtheory.glm.factors.reduced.ReducedChannel`;
         * no noise, a link constant on sign regions (``sign(z1 z2)``, hardmax):
-          :class:`~symtheory.glm.factors.discrete.DiscreteOutputChannel`.
+          :class:`~symtheory.glm.factors.discrete.DiscreteOutputChannel`;
+        * no noise, any other scalar link SymPy solves for one of ``P M <= 2`` indices
+          (``z1^2 - z2^2``, ``z1 z2``):
+          :class:`~symtheory.glm.factors.level_set.LevelSetChannel` (co-area formula).
 
         Parameters
         ----------
@@ -355,13 +358,19 @@ class MultiIndexModel:
             elif key == "reduced":
                 self._channels[key] = ReducedChannel(self)
             else:
+                from .level_set import LevelSetChannel
+
                 try:
                     self._channels[key] = DiscreteOutputChannel(self)
                 except NotApplicable as exc:
-                    raise ParameterError(
-                        f"model {self.name!r} is deterministic but declares no reduction and its "
-                        f"link is not discrete ({exc}); give noise_variance > 0 or a "
-                        "DeterministicReduction") from None
+                    try:
+                        self._channels[key] = LevelSetChannel(self)
+                    except NotApplicable as exc2:
+                        raise ParameterError(
+                            f"model {self.name!r} is deterministic but declares no reduction, "
+                            f"its link is not discrete ({exc}) and its level set is not "
+                            f"integrated ({exc2}); give noise_variance > 0 or a "
+                            "DeterministicReduction") from None
         ch = self._channels[key].configured(noise_variance=noise_variance, rule=rule)
         if check and key != "reduced":
             ch.declaration_check()

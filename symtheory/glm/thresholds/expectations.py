@@ -435,16 +435,67 @@ def _monte_carlo_operator(model, noise_variance, samples, seed, rule, batches=20
     return np.array(Ts), np.array(firsts), per_batch * batches
 
 
+# ---------------------------------------------------------------------- level sets
+#: first and last tanh-sinh level of the output integral of :func:`_level_set_operator`
+LEVEL_SET_Y_LEVELS = (4, 10)
+
+
+def _output_scale(model):
+    """``sqrt(E g(Z)^2)`` under the prior (Gauss-Hermite 24 per index): the length that
+    maps the infinite output pieces."""
+    from ...core.quadrature import gauss_hermite
+
+    x, w = gauss_hermite(24)
+    grids = np.meshgrid(*[x] * (model.P * model.M), indexing="ij")
+    weights = np.prod(np.meshgrid(*[w] * (model.P * model.M), indexing="ij"), axis=0)
+    Z = np.stack([g.reshape(-1) for g in grids], axis=1).reshape(-1, model.P, model.M)
+    g = model.g(Z).reshape(-1)
+    return float(np.sqrt(np.sum(weights.reshape(-1) * g ** 2))) or 1.0
+
+
+def _level_set_operator(model, rtol=1e-12):
+    """Eq. (15) for a noiseless link integrated on its level sets: ``E_y f(y) = int dy
+    Z_out(y|0, I) f(y)`` on tanh-sinh nodes in ``y`` split at the link's critical values
+    (:func:`symtheory.glm.integrate.level_set.output_nodes`, refined to ``rtol``), the
+    posterior moments at each ``y`` on the level set.  Returns ``(T, first, info)`` with
+    the refinement's last relative change as ``info['error']``."""
+    from ..integrate.level_set import critical_values, output_nodes
+
+    ch = model.channel()
+    P, M = model.P, model.M
+    cuts = critical_values(model.link, model.indices, model.params)
+    w, mean, cov, error = output_nodes(ch.structure, np.zeros(P * M), np.eye(P * M), cuts,
+                                       _output_scale(model), rtol=rtol)
+    T, first, _ = _operator_from_nodes(w, (None, mean.reshape(-1, P, M), cov), P, M)
+    info = {"error": error, "mass": float(w.sum()), "y_nodes": int(w.size),
+            "critical_values": cuts}
+    return T, first, info
+
+
 # ---------------------------------------------------------------------- assembly
 def choose_method(model, noise_variance=None) -> str:
-    """``observation-grid`` | ``cells`` | ``scalar-quadrature`` | ``monte-carlo``."""
+    """``observation-grid`` | ``cells`` | ``level-set`` | ``scalar-quadrature`` |
+    ``monte-carlo``."""
     if not noise_variance and model.reduction is not None:
         return "observation-grid"
     if sign_cells(model) is not None:
         return "cells"
+    if not noise_variance and _has_level_set(model):
+        return "level-set"
     if noise_variance and model.P * model.M == 1 and len(model.link) == 1:
         return "scalar-quadrature"
     return "monte-carlo"
+
+
+def _has_level_set(model) -> bool:
+    from ..integrate.level_set import level_set_structure
+    from ..integrate.link_structure import NotApplicable
+
+    try:
+        level_set_structure(model.link, model.indices, model.params)
+    except NotApplicable:
+        return False
+    return True
 
 
 def _mp_operator(model, method, noise_variance, dps, gh_nodes):
@@ -492,12 +543,17 @@ def linearized_operator(model, *, noise_variance=None, method="auto", outer_node
         T, first = _dict_to_tensor(Td, Fd, P)
         return LinearizedOperator(T, operator_matrix(T), first, method, 1.0,
                                   {"dps": dps or 20})
+    if method == "level-set":
+        if noise_variance:
+            raise ParameterError("method 'level-set' is for noiseless links (noise_variance 0)")
+        T, first, info = _level_set_operator(model)
+        return LinearizedOperator(T, operator_matrix(T), first, method, info["mass"], info)
     if method == "monte-carlo":
         Ts, Fs, n = _monte_carlo_operator(model, noise_variance, samples, seed, rule)
         T = Ts.mean(axis=0)
         return LinearizedOperator(T, operator_matrix(T), Fs.mean(axis=0), method, 1.0,
                                   {"samples": n, "batch_tensors": Ts, "batch_first": Fs})
-    raise ParameterError(f"method must be auto, observation-grid, cells, scalar-quadrature or "
-                         f"monte-carlo, got {method!r}")
+    raise ParameterError(f"method must be auto, observation-grid, cells, level-set, "
+                         f"scalar-quadrature or monte-carlo, got {method!r}")
 
 

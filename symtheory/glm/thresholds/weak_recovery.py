@@ -178,6 +178,22 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
             method=f"observation-grid ({op.details['outer']}, inner {op.details['rule']})",
             subspace=G, eigenvalue=lam, converged=True, message=_subspace_message(G, model),
             seconds=time.perf_counter() - t0, details=details)
+    if method == "level-set":
+        op = linearized_operator(model, method=method)
+        lam, G, spectrum = top_eigen(Jp @ op.matrix, P)
+        first_floor = 1e-9 * max(1.0, float(np.max(np.abs(op.T))))
+        details.update({"operator": op.matrix, "spectrum": spectrum, "mass": op.mass,
+                        "level_set": op.details})
+        if not model.is_even and np.max(np.linalg.eigvalsh(op.first)) > first_floor:
+            return _trivial_result(op.first, first_floor, P, method, t0, details)
+        # the tensor's last change (relative) moves lambda by at most as much; the
+        # density's mass defect and the rounding floor add
+        err = (op.details["error"] + abs(1.0 - op.mass) + 1e-14) / lam
+        return ThresholdResult(
+            kind="weak", value=1.0 / lam, error=err,
+            method=f"level-set (co-area; {op.details['y_nodes']} output nodes)",
+            subspace=G, eigenvalue=lam, converged=True, message=_subspace_message(G, model),
+            seconds=time.perf_counter() - t0, details=details)
     if method == "cells":
         res = _weak_recovery_precision(model, method, noise_variance, 10, prior, t0)
         res.digits_confirmed = None

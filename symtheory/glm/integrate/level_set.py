@@ -1,0 +1,440 @@
+"""Noiseless links of any form: the posterior on the level set ``{Z : g(Z) = y}``.
+
+For a deterministic scalar link ``y = g(z)`` of ``d`` indices the output density is the
+co-area integral (Federer's formula) of the Gaussian over the level set,
+
+    Z_out(y; omega, Sigma) = int dz N(z; omega, Sigma) delta(y - g(z))
+                           = int dx sum_k N((h_k(y, x), x); omega, Sigma) / |d_s g|,
+
+where one index ``z_s`` is solved, ``z_s = h_k(y, x)`` (the SymPy preimage branches),
+``x`` are the other ``d - 1`` indices and ``d_s g = dg/dz_s`` at the preimage.  Posterior
+moments are the same integral with ``z`` and ``z z^T`` inserted (Eq. (9)-(12) of Troiani
+et al., arXiv:2502.00901, with ``P_out(y|Z) = delta(y - g(Z))``).
+
+What SymPy derives here (:func:`level_set_structure`): the solved index, its preimage
+branches, the Jacobian ``|d_s g|`` at each branch, and the *critical points* in ``x``
+where the integrand is not smooth -- zeros of the radicands of the branches (folds of
+the level set: ``1/sqrt`` singularities of ``1/|d_s g|``), zeros of ``d_s g`` and poles
+of the branches.  Integration (:func:`level_set_moments`) follows the integrand:
+tanh-sinh on the pieces between the critical points (its double-exponential clustering
+at the ends integrates the ``1/sqrt`` folds to full accuracy), infinite pieces mapped
+to ``[0, 1]``, every piece split at the integrand's mode (so a level set much narrower
+than the prior is resolved at any scale), levels doubled until two successive levels
+agree to the tolerance (the reported error).
+
+Only ``d - 1 = 1`` free index is integrated here (``d <= 2``, e.g. ``z1^2 - z2^2``,
+``z1 z2``, ``z1 / (1 + z2^2)``); a link of more indices raises
+:class:`~symtheory.glm.integrate.link_structure.NotApplicable` with the reason.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+
+from ...core.quadrature import tanh_sinh_unit
+from .link_structure import NotApplicable
+
+#: first and last tanh-sinh level of :func:`level_set_moments` (level L: ~ 6 2**L nodes
+#: per piece)
+FIRST_LEVEL, MAX_LEVEL = 3, 9
+#: level of the pass that locates the integrand's mode on each piece
+MODE_LEVEL = 4
+
+
+@dataclass
+class LevelSetStructure:
+    """Preimages of ``g(z) = y`` solved for index ``solved`` (position in the flat
+    indices) as functions of ``(y, x, *params)``, ``x`` the other index (``free``)."""
+
+    solved: int
+    free: int
+    y: sp.Symbol
+    branches: tuple          # SymPy expressions h_k(y, x)
+    jacobians: tuple         # |d g / d z_solved| at each branch, SymPy
+    critical_points: tuple   # SymPy expressions c(y) of x
+    branch_fn: object        # numpy: (y, x, *params) -> [h_k]
+    jacobian_fn: object      # numpy: (y, x, *params) -> [|d_s g|]
+    critical_fn: object      # numpy: (y, *params) -> [c]
+    complex_branches: bool = False  # branches written with I (Cardano): evaluate in complex
+    link_fn: object = None   # numpy: (z_solved, x) -> (g, d g / d z_solved), for Newton polishing
+    local_fns: tuple = ()    # per critical point c: numpy (y, delta) -> ([h_k], [|d_s g|]) at x = c + delta
+    unresolved_folds: int = 0  # critical points whose radicands SymPy could not cancel
+
+    def describe(self) -> str:
+        return (f"level set: z[{self.solved}] solved ({len(self.branches)} branches), "
+                f"{len(self.critical_points)} critical points")
+
+
+def _radicands(expr):
+    """Arguments of the non-integer powers in ``expr`` (where a branch turns complex)."""
+    out = []
+    for p in expr.atoms(sp.Pow):
+        if p.exp.is_Rational and not p.exp.is_integer:
+            out.append(p.base)
+    return out
+
+
+def _real_roots_in(expr, x):
+    """SymPy solutions of ``expr = 0`` for ``x`` (empty when SymPy cannot solve)."""
+    try:
+        sols = sp.solve(sp.Eq(expr, 0), x)
+    except (NotImplementedError, sp.PolynomialError, ValueError):
+        return []
+    return [s for s in sols if not s.has(x)]
+
+
+def _local_forms(branches, jacobians, crit, x, y, mods):
+    """Branches and Jacobians at ``x = c + delta`` with the radicands expanded, so that
+    ``y + c(y)^2`` cancels symbolically: ``sqrt(y + x^2)`` at ``x = sqrt(-y) + delta``
+    is ``sqrt(2 sqrt(-y) delta + delta^2)``, exact down to ``delta = 1e-300`` where the
+    global form has lost every digit at ``delta < 1e-16 |c|`` (an error ``~ sqrt(eps)``
+    on the integral of the fold's ``1/sqrt`` singularity).  Returns the lambdified forms
+    and how many critical points SymPy could not cancel."""
+    delta = sp.Dummy("delta", real=True)
+    out, unresolved = [], 0
+    for c in crit:
+        def local(e):
+            e = e.xreplace({x: c + delta})
+            return e.replace(lambda a: a.is_Pow and a.exp.is_Rational and not a.exp.is_integer,
+                             lambda a: sp.Pow(sp.expand(a.base), a.exp))
+        hs = [local(h) for h in branches]
+        js = [local(j) for j in jacobians]
+        at_zero = [r.xreplace({delta: 0}) for h in hs for r in _radicands(h) if r.has(delta)]
+        if any(sp.simplify(r) != 0 for r in at_zero) or not at_zero:
+            unresolved += bool(at_zero)
+        out.append(sp.lambdify([y, delta], [hs, js], modules=mods))
+    return tuple(out), unresolved
+
+
+def level_set_structure(link: sp.Matrix, indices: sp.Matrix, params: dict) -> LevelSetStructure:
+    """Solve ``g(z) = y`` for one index (the first that SymPy solves in closed form).
+
+    Raises :class:`NotApplicable` if the link has more than one output, more than two
+    indices, switching atoms (``sign``, ``Abs``, ``Piecewise``: their level sets are
+    the discrete or orthant cases) or no index SymPy can solve for."""
+    if link.shape != (1, 1):
+        raise NotApplicable(f"the level-set channel needs one output, the link has {link.shape}")
+    z = list(indices)
+    if len(z) > 2:
+        raise NotApplicable(f"level sets of {len(z) - 1} > 1 free indices are not integrated "
+                            "yet (declare output noise or a DeterministicReduction)")
+    g = sp.sympify(link[0, 0]).xreplace({k: sp.nsimplify(v) for k, v in params.items()})
+    if g.has(sp.sign, sp.Heaviside, sp.Abs, sp.Piecewise, sp.DiracDelta):
+        raise NotApplicable("the link switches (sign, Abs, Heaviside, Piecewise)")
+    if not g.free_symbols & set(z):
+        raise NotApplicable("the link does not depend on the indices")
+    y = sp.Dummy("y", real=True)
+    for s_pos, s in enumerate(z):
+        if not g.has(s):
+            continue
+        try:
+            sols = sp.solve(sp.Eq(g, y), s)
+        except (NotImplementedError, sp.PolynomialError, ValueError):
+            continue
+        sols = [h for h in sols if not h.has(s) and not h.has(sp.Piecewise)]
+        if not sols:
+            continue
+        ds = sp.diff(g, s)
+        rest = [t for t in z if t is not s]
+        x = rest[0] if rest else sp.Dummy("x", real=True)
+        jac = tuple(sp.Abs(sp.simplify(ds.xreplace({s: h}))) for h in sols)
+        crit = []
+        for h, j in zip(sols, jac):
+            for e in _radicands(h) + [sp.denom(sp.together(h)), j.args[0]]:
+                crit += _real_roots_in(e, x)
+        crit = tuple(dict.fromkeys(sp.simplify(c) for c in crit if not c.has(x)))
+        mods = [{"Abs": np.abs}, "numpy"]
+        local, unresolved = _local_forms(sols, jac, crit, x, y, mods)
+        return LevelSetStructure(
+            solved=s_pos, free=1 - s_pos, y=y, branches=tuple(sols), jacobians=jac,
+            critical_points=crit,
+            branch_fn=sp.lambdify([y, x], list(sols), modules=mods),
+            jacobian_fn=sp.lambdify([y, x], list(jac), modules=mods),
+            critical_fn=sp.lambdify([y], list(crit), modules=mods) if crit else None,
+            complex_branches=any(h.has(sp.I) for h in sols),
+            link_fn=sp.lambdify([s, x], [g, ds], modules=mods),
+            local_fns=local, unresolved_folds=unresolved)
+    raise NotApplicable(f"SymPy solves g(z) = y for none of the indices ({g})")
+
+
+def critical_values(link, indices, params) -> list[float]:
+    """Real values of the scalar link at the real zeros of its gradient (SymPy): where
+    the output density has its singularities (``log|y|`` for a saddle, e.g. ``z1 z2``)."""
+    g = sp.sympify(link[0, 0]).xreplace(params)
+    z = list(indices)
+    try:
+        sols = sp.solve([sp.diff(g, v) for v in z], z, dict=True)
+    except (NotImplementedError, ValueError):
+        return []
+    out = []
+    for sol in sols:
+        val = g.xreplace(sol)
+        if val.free_symbols:
+            continue                       # a critical manifold with varying value: skip
+        v = complex(sp.N(val))
+        if abs(v.imag) < 1e-12:
+            out.append(v.real)
+    return sorted(set(out))
+
+
+def output_pieces(cuts, scale, level):
+    """Tanh-sinh nodes and weights in ``y`` on the real line cut at ``cuts`` (the
+    critical values), infinite pieces mapped with ``scale``: ``(y (N,), w (N,))``."""
+    cuts = np.asarray(cuts, dtype=float).reshape(1, -1)
+    if cuts.size == 0:
+        cuts = np.zeros((1, 1))
+    bounds, _ = _pieces(cuts, np.full(cuts.shape, -1))
+    x, w, _, _ = _piece_nodes(bounds[:, :-1], bounds[:, 1:], np.array([scale]), level)
+    keep = w.reshape(-1) > 0
+    return x.reshape(-1)[keep], w.reshape(-1)[keep]
+
+
+# ---------------------------------------------------------------------- integration
+def _pieces(cuts, ids):
+    """Sorted piece boundaries ``(n, K + 1)`` of the real line cut at the per-sample
+    ``cuts (n, m)`` (nan: absent, moved to +inf = an empty piece) and the id of each
+    boundary (``ids (n, m)``: the critical point it is, -1 for none)."""
+    n = cuts.shape[0]
+    b = np.concatenate([np.full((n, 1), -np.inf), cuts, np.full((n, 1), np.inf)], axis=1)
+    i = np.concatenate([np.full((n, 1), -1), ids, np.full((n, 1), -1)], axis=1)
+    i = np.where(np.isnan(b), -1, i)
+    b = np.where(np.isnan(b), np.inf, b)
+    order = np.argsort(b, axis=1, kind="stable")
+    return np.take_along_axis(b, order, axis=1), np.take_along_axis(i, order, axis=1)
+
+
+def _piece_nodes(a, b, scale, level):
+    """Nodes ``x (n, K, N)`` and weights of tanh-sinh on the pieces ``[a, b]`` (``n, K``),
+    infinite ends mapped by ``x = a + scale u / (1 - u)`` (gaps kept exact at the ends)."""
+    side, gap, w = tanh_sinh_unit(level)
+    step = 2.0 ** -level
+    q = 0.5 * gap                        # distance of u in [0, 1] to its nearer end
+    near_lo = side < 0
+    a, b, sc = a[..., None], b[..., None], scale[:, None, None]
+    fin = np.isfinite(a) & np.isfinite(b)
+    lo_inf, hi_inf = ~np.isfinite(a), ~np.isfinite(b)
+    with np.errstate(invalid="ignore", over="ignore"):
+        length = np.where(fin, b - a, 0.0)
+        x_fin = np.where(near_lo, a + length * q, b - length * q)
+        # [a, inf): u = q near a, 1 - u = q near infinity; (-inf, b] mirrored
+        t_hi = np.where(near_lo, q / (1 - q), (1 - q) / q)
+        dt_hi = np.where(near_lo, 1 / (1 - q) ** 2, 1 / q ** 2)
+        t_lo = np.where(near_lo, (1 - q) / q, q / (1 - q))
+        dt_lo = np.where(near_lo, 1 / q ** 2, 1 / (1 - q) ** 2)
+        x_hi = a + sc * t_hi
+        x_lo = b - sc * t_lo
+        x = np.where(fin, x_fin, np.where(hi_inf & ~lo_inf, x_hi, np.where(lo_inf & ~hi_inf, x_lo, 0.0)))
+        jac = np.where(fin, length, np.where(hi_inf & ~lo_inf, sc * dt_hi,
+                                             np.where(lo_inf & ~hi_inf, sc * dt_lo, 0.0)))
+        # signed distance from the nearer finite end (the exact offset of a fold)
+        dist = np.where(fin, length * q, np.where(hi_inf & ~lo_inf, sc * t_hi, sc * t_lo))
+        delta = np.where(near_lo, dist, -dist)
+    weight = 0.5 * step * w * jac
+    weight = np.where((b > a) & np.isfinite(weight), weight, 0.0)
+    return np.where(np.isfinite(x), x, 0.0), weight, np.where(np.isfinite(delta), delta, 0.0), \
+        np.broadcast_to(near_lo, x.shape)
+
+
+def _as_real(v, shape, tol=1e-12):
+    v = np.broadcast_to(np.asarray(v, dtype=complex), shape)
+    return np.where(np.abs(v.imag) <= tol * (1 + np.abs(v.real)), v.real, np.nan)
+
+
+def _polish(structure, h, x, y):
+    """Two Newton steps on ``g(h, x) = y``: closed-form roots (Cardano) cancel, and a
+    real root computed in complex arithmetic keeps an imaginary residue (accepted up to
+    1e-7 relative, then made exact here)."""
+    for _ in range(2):
+        val, der = structure.link_fn(h, x)
+        step = (np.asarray(val) - y) / np.asarray(der)
+        h = np.where(np.isfinite(step) & (np.abs(step) < 1e-4 * (1 + np.abs(h))), h - step, h)
+    return h
+
+
+def _branches_at(structure, y, x, delta, end_id):
+    """``([h_k], [|d_s g|])`` at the nodes: the global forms, and the local forms of the
+    critical point ``end_id`` (>= 0) at the nodes next to it."""
+    yb = y[:, None, None]
+    if structure.complex_branches:
+        raw = structure.branch_fn(yb.astype(complex), x.astype(complex))
+        hs = [_polish(structure, _as_real(h, x.shape, 1e-7), x, yb) for h in raw]
+    else:                       # real radicals: a negative radicand gives nan (no branch)
+        hs = [np.broadcast_to(np.asarray(h, dtype=float), x.shape)
+              for h in structure.branch_fn(yb, x)]
+    js = [np.abs(structure.link_fn(h, x)[1]) * np.ones(x.shape) for h in hs]
+    for c, fn in enumerate(structure.local_fns):
+        at = end_id == c
+        if not at.any():
+            continue
+        lh, lj = fn(yb, delta)
+        hs = [np.where(at, np.asarray(v, dtype=float), h) for v, h in zip(lh, hs)]
+        js = [np.where(at, np.abs(np.asarray(v, dtype=float)), j) for v, j in zip(lj, js)]
+    return hs, js
+
+
+def _log_integrand(structure, y, nodes, omega, prec, logdet):
+    """``[(z (n, K, N, 2), log f)]`` per branch: the Gaussian on the level set over the
+    Jacobian (``-inf`` where the branch is not real)."""
+    x, _, delta, end_id = nodes
+    out = []
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        hs, js = _branches_at(structure, y, x, delta, end_id)
+        for h, j in zip(hs, js):
+            z = np.empty(x.shape + (2,))
+            z[..., structure.solved], z[..., structure.free] = h, x
+            d = z - omega[:, None, None, :]
+            quad = np.einsum("...i,ij,...j->...", d, prec, d)
+            logf = -0.5 * quad - np.log(2 * np.pi) - 0.5 * logdet - np.log(j)
+            ok = np.isfinite(logf) & np.isfinite(h)
+            out.append((np.where(ok[..., None], z, 0.0), np.where(ok, logf, -np.inf)))
+    return out
+
+
+def _nodes(bounds, ids, scale, level):
+    """Nodes of every piece with, per node, the id of the critical point it is next to."""
+    x, w, delta, near_lo = _piece_nodes(bounds[:, :-1], bounds[:, 1:], scale, level)
+    end_id = np.where(near_lo, ids[:, :-1, None], ids[:, 1:, None])
+    return x, w, delta, end_id
+
+
+def _split_at_modes(structure, y, bounds, ids, omega, prec, logdet, scale):
+    """Insert each piece's interior mode (argmax node, refined by a parabola in log f)."""
+    a, b = bounds[:, :-1], bounds[:, 1:]
+    nodes = _nodes(bounds, ids, scale, MODE_LEVEL)
+    x, w = nodes[0], nodes[1]
+    terms = _log_integrand(structure, y, nodes, omega, prec, logdet)
+    logf = np.logaddexp.reduce(np.stack([t[1] for t in terms]), axis=0)
+    logf = np.where(w > 0, logf, -np.inf)
+    k = np.argmax(logf, axis=-1)
+    N = x.shape[-1]
+    kk = np.clip(k, 1, N - 2)
+
+    def take(arr, i):
+        return np.take_along_axis(arr, i[..., None], axis=-1)[..., 0]
+
+    x0, x1, x2 = take(x, kk - 1), take(x, kk), take(x, kk + 1)
+    f0, f1, f2 = take(logf, kk - 1), take(logf, kk), take(logf, kk + 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        num = (x1 - x0) ** 2 * (f1 - f2) - (x1 - x2) ** 2 * (f1 - f0)
+        den = (x1 - x0) * (f1 - f2) - (x1 - x2) * (f1 - f0)
+        vertex = x1 - 0.5 * num / den
+    interior = (k > 0) & (k < N - 1) & np.isfinite(f1)
+    mode = np.where(interior & np.isfinite(vertex) & (vertex > x0) & (vertex < x2), vertex,
+                    np.where(interior, x1, np.nan))
+    mode = np.where((mode > a) & (mode < b), mode, np.nan)
+    return _pieces(np.concatenate([bounds[:, 1:-1], mode], axis=1),
+                   np.concatenate([ids[:, 1:-1], np.full(mode.shape, -1)], axis=1))
+
+
+def level_set_moments(structure: LevelSetStructure, y, omega, Sigma, *,
+                      rtol=1e-10, max_level=MAX_LEVEL):
+    """``log Z_out``, ``E[z|y] - omega`` and ``Cov(z|y) - Sigma`` on the level set.
+
+    ``y (n,)``, ``omega (n, 2)``, ``Sigma (2, 2)`` the prior covariance of the two flat
+    indices.  Returns ``(log_Z (n,), mean_shift (n, 2), cov_shift (n, 2, 2), error (n,))``,
+    ``error`` the change between the last two tanh-sinh levels (``log Z``; the moments
+    in units of the prior standard deviations).  ``log_Z = -inf`` where ``y`` is not a
+    value of the link (then the moments are nan)."""
+    y = np.asarray(y, dtype=float).reshape(-1)
+    omega = np.asarray(omega, dtype=float).reshape(y.size, 2)
+    Sigma = np.asarray(Sigma, dtype=float)
+    prec = np.linalg.inv(Sigma)
+    logdet = float(np.linalg.slogdet(Sigma)[1])
+    sd = np.sqrt(np.diag(Sigma))
+    # the free index's conditional scale sets the map of the infinite pieces
+    scale = np.full(y.size, 1.0 / np.sqrt(prec[structure.free, structure.free]))
+    if structure.critical_fn is not None:
+        with np.errstate(invalid="ignore"):
+            cuts = np.stack([_as_real(c, y.shape) for c in structure.critical_fn(y)], axis=1)
+    else:
+        cuts = np.empty((y.size, 0))
+    ids = np.broadcast_to(np.arange(cuts.shape[1]), cuts.shape)
+    # the free index's prior mean splits the real line when nothing else does
+    cuts = np.concatenate([cuts, omega[:, structure.free:structure.free + 1]], axis=1)
+    ids = np.concatenate([ids, np.full((y.size, 1), -1)], axis=1)
+    bounds, ids = _pieces(cuts, ids)
+    bounds, ids = _split_at_modes(structure, y, bounds, ids, omega, prec, logdet, scale)
+    out = (np.full(y.size, -np.inf), np.full((y.size, 2), np.nan),
+           np.full((y.size, 2, 2), np.nan), np.zeros(y.size))
+    active = np.arange(y.size)
+    prev = None
+    for level in range(FIRST_LEVEL, max_level + 1):
+        # only the samples not yet converged are refined
+        cur = _level_sums(structure, y[active], bounds[active], ids[active], omega[active],
+                          prec, logdet, scale[active], level, Sigma)
+        if prev is not None:
+            err = np.maximum.reduce([
+                np.abs(cur[0] - prev[0]),
+                np.max(np.abs(cur[1] - prev[1]) / sd, axis=1),
+                np.max(np.abs(cur[2] - prev[2]) / np.outer(sd, sd), axis=(1, 2))])
+            err = np.where(np.isfinite(cur[0]), err, 0.0)
+            if structure.unresolved_folds:
+                # a fold SymPy did not cancel: its 1/sqrt end is lost below sqrt(eps)
+                err = np.maximum(err, np.sqrt(np.finfo(float).eps))
+            done = (err <= rtol) | (level == max_level)
+            for k in range(3):
+                out[k][active[done]] = cur[k][done]
+            out[3][active[done]] = err[done]
+            active, cur = active[~done], tuple(c[~done] for c in cur)
+            if active.size == 0:
+                break
+        prev = cur
+    return out
+
+
+def _level_sums(structure, y, bounds, ids, omega, prec, logdet, scale, level, Sigma):
+    """``(log Z, E[z|y] - omega, Cov - Sigma)`` at one tanh-sinh level."""
+    nodes = _nodes(bounds, ids, scale, level)
+    w = nodes[1]
+    terms = _log_integrand(structure, y, nodes, omega, prec, logdet)
+    with np.errstate(divide="ignore"):
+        logw = [np.log(w) + lf for _, lf in terms]
+    top = np.max(np.stack([lw.max(axis=(1, 2)) for lw in logw]), axis=0)
+    top = np.where(np.isfinite(top), top, 0.0)
+    s0 = np.zeros(y.size)
+    s1 = np.zeros((y.size, 2))
+    s2 = np.zeros((y.size, 2, 2))
+    for (z, _), lw in zip(terms, logw):
+        e = np.exp(lw - top[:, None, None])
+        d = z - omega[:, None, None, :]
+        ed = e[..., None] * d
+        s0 += e.sum(axis=(1, 2))
+        s1 += ed.sum(axis=(1, 2))
+        s2 += np.einsum("nkji,nkjl->nil", ed, d, optimize=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        logZ = np.log(s0) + top
+        mean = s1 / s0[:, None]
+        cov = s2 / s0[:, None, None] - mean[:, :, None] * mean[:, None, :]
+    return logZ, mean, cov - Sigma[None]
+
+
+def output_nodes(structure, omega, Sigma, cuts, scale, *, rtol=1e-12, levels=(4, 10)):
+    """The output density on tanh-sinh nodes in ``y``: ``E_y f(y) = sum_k w_k f(y_k)``.
+
+    ``y`` ranges over the real line cut at the link's critical values ``cuts`` (where the
+    density has its ``log`` singularities; tanh-sinh's clustering at the cuts integrates
+    them), infinite pieces mapped with ``scale``.  Levels are doubled until the weighted
+    moments ``sum w (1, E[z|y], E[z z^T|y])`` change by less than ``rtol`` (relative).
+    Returns ``(w (N,), mean (N, d), cov (N, d, d), error)`` at ``omega (d,)``,
+    ``Sigma (d, d)``; ``w`` includes ``Z_out(y_k)`` (0 where ``y_k`` is not a value)."""
+    omega = np.asarray(omega, dtype=float).reshape(-1)
+    d = omega.size
+    prev = None
+    for level in range(levels[0], levels[1] + 1):
+        y, wy = output_pieces(cuts, scale, level)
+        logZ, shift, cov_shift, _ = level_set_moments(
+            structure, y, np.repeat(omega[None], y.size, axis=0), Sigma, rtol=min(rtol, 1e-10))
+        ok = np.isfinite(logZ) & np.all(np.isfinite(cov_shift.reshape(y.size, -1)), axis=1)
+        w = np.where(ok, wy * np.exp(np.where(ok, logZ, -np.inf)), 0.0)
+        mean = np.where(ok[:, None], omega[None] + shift, 0.0)
+        cov = np.where(ok[:, None, None], cov_shift + Sigma[None], 0.0)
+        second = cov + mean[:, :, None] * mean[:, None, :]
+        stat = np.concatenate([[w.sum()], w @ mean, np.einsum("k,kij->ij", w, second).ravel()])
+        if prev is not None:
+            error = float(np.max(np.abs(stat - prev)) / max(np.max(np.abs(stat)), 1e-300))
+            if error <= rtol:
+                break
+        prev = stat
+    return w, mean, cov, error
