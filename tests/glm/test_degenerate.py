@@ -73,8 +73,8 @@ def _orthant_J(sign_fn, P):
     for s in itertools.product((1, -1), repeat=P):
         y = sign_fn(s)
         p, sec = acc.get(y, (0, sp.zeros(P, P)))
-        block = sp.Matrix(P, P, lambda a, b: (m2 * m0 ** (P - 1) if a == b else
-                                              s[a] * s[b] * m1 ** 2 * m0 ** (P - 2)))
+        block = sp.Matrix(P, P, lambda a, b, s=s: (m2 * m0 ** (P - 1) if a == b else
+                                                   s[a] * s[b] * m1 ** 2 * m0 ** (P - 2)))
         acc[y] = (p + m0 ** P, sec + block)
     return {y: sp.simplify(sec / p - sp.eye(P)) for y, (p, sec) in acc.items()}
 

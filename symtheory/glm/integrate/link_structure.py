@@ -290,7 +290,7 @@ class SignedPermutation:
         S[np.arange(P), list(self.perm)] = self.signs
         return S
 
-    def compose(self, other: "SignedPermutation") -> "SignedPermutation":
+    def compose(self, other: SignedPermutation) -> SignedPermutation:
         """``self o other``: ``Z -> self(other(Z))``."""
         P = len(self.perm)
         perm = tuple(other.perm[self.perm[a]] for a in range(P))
@@ -396,7 +396,7 @@ def link_symmetries(link, indices, params=None, *, trials=8, seed=0,
         return np.array([np.broadcast_to(np.asarray(c, dtype=float), (len(Xs),)) for c in cols])
 
     base = evaluate(X)
-    cands, complete = _signed_candidates(P, exhaustive_limit)
+    cands, _ = _signed_candidates(P, exhaustive_limit)
     perms = np.array([c[0] for c in cands])
     signs = np.array([c[1] for c in cands], dtype=float)
     # all transformed points in one call: (candidates * trials, P, M)
