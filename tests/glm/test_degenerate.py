@@ -108,7 +108,8 @@ def test_sign_product_of_two_stays_finite():
 def test_product_of_three_reports_all_of_sym3():
     """y = z1 z2 z3 through a reduction: the symmetry forces J(y) = j(y) I, so F is a
     multiple of the identity on Sym_3 -- the top eigenspace has multiplicity 6 and the
-    subspace is I/sqrt(3), not rows [2] rank 1 (issue 32)."""
+    subspace is I/sqrt(3), not rows [2] rank 1 (issue 32).  (The value itself is the
+    grid's open accuracy problem, not checked here.)"""
     from symtheory.glm.thresholds.weak_recovery import weak_recovery
 
     m = MultiIndexModel(
@@ -117,6 +118,9 @@ def test_product_of_three_reports_all_of_sym3():
                                          E=sp.Matrix([[e]]), head=sp.Matrix([[e]]),
                                          observed=((0, 0),)))
     r = weak_recovery(m, outer_nodes=24)
+    # the grid cannot resolve the singular mixing z1 z2 (issue 32): a norm inside its
+    # large error bar is reported unresolved, not declared zero
+    assert np.isfinite(r.alpha) and not r.converged and "UNRESOLVED" in r.message
     assert r.details["multiplicity"] == 6
     assert "multiplicity 6 in Sym_3" in r.message and "rank 3" in r.message
     np.testing.assert_allclose(r.subspace, np.eye(3) / np.sqrt(3), atol=1e-12)
