@@ -18,6 +18,8 @@ The parser imports nothing heavy; register with ``register_threshold(smi_subpars
 from __future__ import annotations
 
 import argparse
+import math
+import sys
 
 from ..core.cli_common import add_output, add_params, checked_grid, describe, emit
 from ..core.tasks import Param
@@ -80,6 +82,8 @@ def build_threshold_model(args):
 def _subspace_label(G):
     import numpy as np
 
+    if G is None or not np.any(G):
+        return ""          # nothing learnable (alpha = inf)
     lam, vec = np.linalg.eigh(G)
     keep = lam > 1e-8 * lam[-1]
     return ";".join(",".join(f"{v:.6g}" for v in vec[:, i]) for i in np.where(keep)[0][::-1])
@@ -155,6 +159,10 @@ def cmd_threshold(args) -> int:
                                         else float(r.digits_confirmed))
         cols["subspace"].append(_subspace_label(r.subspace))
         cols["seconds"].append(round(r.seconds, 3))
+    for r in results:
+        if not math.isfinite(float(r.alpha)):
+            # the reason belongs next to the number, not only in --format json's meta
+            print(f"note: {r.message}", file=sys.stderr)
     meta = {"model": model.description or model.name, "noise_variance": noise or 0.0,
             "precision": precision, "messages": [r.message for r in results],
             "definition": DEFINITION}

@@ -408,7 +408,7 @@ def _constant_mixing_operator_mp(model, n, dps):
 
 
 # ---------------------------------------------------------------------- Monte Carlo
-def _monte_carlo_operator(model, noise_variance, samples, seed, rule, batches=20):
+def _monte_carlo_operator(model, noise_variance, samples, seed, rule, batches=20, symmetry=None):
     """Eq. (15) by Monte Carlo over ``Z ~ N(0, I)`` (+ output noise) through the model's
     channel.  Returns per-batch tensors (heavy tails: the error bar is the spread of
     batch means, heavy tails)."""
@@ -429,7 +429,7 @@ def _monte_carlo_operator(model, noise_variance, samples, seed, rule, batches=20
             raise FloatingPointError(f"posterior moments not finite on {bad.sum()} samples "
                                      "(channel quadrature failed)")
         w = np.full(per_batch, 1.0 / per_batch)
-        T, first, _ = _operator_from_nodes(w, (None, mean, cov), P, M)
+        T, first, _ = _operator_from_nodes(w, (None, mean, cov), P, M, symmetry)
         Ts.append(T)
         firsts.append(first)
     return np.array(Ts), np.array(firsts), per_batch * batches
@@ -513,7 +513,7 @@ def _mp_operator(model, method, noise_variance, dps, gh_nodes):
 
 
 def linearized_operator(model, *, noise_variance=None, method="auto", outer_nodes=48,
-                        width=8.0, rule=None, samples=200000, seed=0, dps=None):
+                        width=8.0, rule=None, samples=200000, seed=0, dps=None, symmetry=None):
     """The operator (15) at the trivial point with the expectation computed by ``method``
     (see the module docstring; ``auto`` picks by :func:`choose_method`).
 
@@ -521,7 +521,8 @@ def linearized_operator(model, *, noise_variance=None, method="auto", outer_node
     largest singular value of the mixing; Gauss-Hermite nodes per axis when the mixing
     is constant); ``rule``: quadrature over the free rows; ``samples``/``seed``: Monte
     Carlo; ``dps``: mpmath digits for the cells and scalar-quadrature methods (default
-    20).  Returns a :class:`LinearizedOperator` (no error estimate: compare resolutions,
+    20); ``symmetry``: the link's symmetry group imposed on the observation grid and Monte
+    Carlo (:func:`~symtheory.glm.thresholds.operator._operator_from_nodes`).  Returns a :class:`LinearizedOperator` (no error estimate: compare resolutions,
     as :func:`weak_recovery` does)."""
     if noise_variance is not None and not (np.isfinite(noise_variance) and noise_variance >= 0):
         raise ParameterError(f"noise_variance must be finite and >= 0, got {noise_variance}")
@@ -531,7 +532,8 @@ def linearized_operator(model, *, noise_variance=None, method="auto", outer_node
     if method == "observation-grid":
         if noise_variance:
             raise ParameterError("the observation grid is for noiseless links (noise_variance 0)")
-        T, first, info = _observation_grid(model, outer_nodes=outer_nodes, width=width, rule=rule)
+        T, first, info = _observation_grid(model, outer_nodes=outer_nodes, width=width, rule=rule,
+                                           symmetry=symmetry)
         return LinearizedOperator(T, operator_matrix(T), first, method, info["mass"], info)
     if method in ("cells", "scalar-quadrature"):
         if method == "cells" and sign_cells(model) is None:
@@ -549,7 +551,8 @@ def linearized_operator(model, *, noise_variance=None, method="auto", outer_node
         T, first, info = _level_set_operator(model)
         return LinearizedOperator(T, operator_matrix(T), first, method, info["mass"], info)
     if method == "monte-carlo":
-        Ts, Fs, n = _monte_carlo_operator(model, noise_variance, samples, seed, rule)
+        Ts, Fs, n = _monte_carlo_operator(model, noise_variance, samples, seed, rule,
+                                          symmetry=symmetry)
         T = Ts.mean(axis=0)
         return LinearizedOperator(T, operator_matrix(T), Fs.mean(axis=0), method, 1.0,
                                   {"samples": n, "batch_tensors": Ts, "batch_first": Fs})

@@ -66,19 +66,21 @@ def tensor_from_jacobians(J: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.einsum("i,iamcn,ibmdn->abcd", w, J, J, optimize=True)
 
 
-def top_eigen(A: np.ndarray, P: int):
+def top_eigen(A: np.ndarray, P: int, tol=None):
     """Largest eigenvalue of the operator matrix ``A`` and a PSD eigenvector.
 
     Power iteration with a shift from ``I`` keeps the iterate in the PSD cone (``F``
     maps the cone into itself, Eq. (16) of arXiv:2502.00901); with a degenerate top eigenvalue it
-    converges to the projection of ``I`` on the top eigenspace."""
+    converges to the projection of ``I`` on the top eigenspace.  ``tol`` (absolute;
+    default ``1e-9 lambda_max``): eigenvalues within it of ``lambda_max`` count as that
+    eigenspace (pass the eigenvalues' error bar)."""
     A = 0.5 * (A + A.T)
     lam, vecs = np.linalg.eigh(A)
     lmax = float(lam[-1])
     labels, B = sym_basis(P)
     shift = max(0.0, -float(lam[0])) + 1e-3 * max(abs(lmax), 1e-300)
     x = np.array([1.0 if a == b else 0.0 for a, b in labels])
-    top = np.abs(lam - lmax) <= 1e-9 * max(abs(lmax), 1e-300)
+    top = np.abs(lam - lmax) <= max(1e-9 * max(abs(lmax), 1e-300), tol or 0.0)
     proj = vecs[:, top] @ (vecs[:, top].T @ x)
     if np.linalg.norm(proj) > 1e-8:
         v = proj
@@ -137,22 +139,44 @@ class LinearizedOperator:
     details: dict = field(default_factory=dict)
 
 
-def _operator_from_nodes(w, post, P, M):
+def _operator_from_nodes(w, post, P, M, symmetry=None):
     """Tensor ``T`` (Eq. 15), first-moment statistic ``E_y sum_m E[z_m|y] E[z_m|y]^T`` and
     the largest cross-group entry of ``J`` from weighted posterior moments at ``V = I``:
-    ``J = Cov(Z|y) - I`` (Eq. (12) of arXiv:2502.00901 at omega = 0, V = I)."""
+    ``J = Cov(Z|y) - I`` (Eq. (12) of arXiv:2502.00901 at omega = 0, V = I).
+
+    ``symmetry`` (signed row permutations of the link, :func:`~symtheory.glm.integrate.
+    link_structure.link_symmetries`, all elements): the exact identities are imposed on
+    the quadrature -- ``E[z|y] = S E[z|y]`` and ``J(y) = S J(y) S^T`` for ``g(SZ) = g(Z)``
+    at every node, then ``T`` averaged over the whole group (``F(S Gamma S^T) = S F(Gamma)
+    S^T``); a projection onto the invariant subspace, so it only removes error."""
     _, mean, cov = post[:3]
     keep = w > 0
     mean, cov, w = mean[keep], cov[keep], w[keep]
     J = (cov - np.eye(P * M)[None]).reshape(-1, P, M, P, M)
-    return tensor_from_jacobians(J, w), np.einsum("s,sam,sbm->ab", w, mean, mean), J
+    mean = mean.reshape(-1, P, M)
+    if symmetry:
+        inv = np.array([el.matrix() for el in symmetry if el.output_sign > 0])
+        J = np.einsum("kai,simjn,kbj->sambn", inv, J, inv, optimize=True) / len(inv)
+        mean = np.einsum("kai,sim->sam", inv, mean) / len(inv)
+    T = tensor_from_jacobians(J, w)
+    if symmetry:
+        T = symmetrize_tensor(T, symmetry)
+    return T, np.einsum("s,sam,sbm->ab", w, mean, mean), J
 
 
-def _observation_grid(model, *, outer_nodes, width, rule):
+def symmetrize_tensor(T, symmetry):
+    """Group average ``mean_S S_ai S_bj S_ck S_dl T_ijkl`` of the operator tensor (Eq. 15)
+    over the link's signed row permutations (equivariance of ``F``)."""
+    Ss = np.array([el.matrix() for el in symmetry])
+    return np.einsum("kai,kbj,kcl,kdm,ijlm->abcd", Ss, Ss, Ss, Ss, T,
+                     optimize=True) / len(Ss)
+
+
+def _observation_grid(model, *, outer_nodes, width, rule, symmetry=None):
     """Eq. (15) over the observation grid (module docstring) at one resolution."""
     rp = ReducedPosterior(model)
     _, w, post, info = rp.prior_nodes(outer_nodes, width, rule)
-    T, first, J = _operator_from_nodes(w, post, model.P, model.M)
+    T, first, J = _operator_from_nodes(w, post, model.P, model.M, symmetry)
     cross = 0.0
     groups = model.row_groups
     for g1 in groups:

@@ -45,6 +45,120 @@ def _trivial_result(first, first_err, P, method, t0, details):
         seconds=time.perf_counter() - t0, details=details)
 
 
+#: largest symmetry group imposed on the quadrature (its cost is one einsum per element)
+MAX_GROUP_ORDER = 384
+#: operator norms below this are zero whatever the error bar (entries of J are O(1))
+ZERO_FLOOR = 1e-12
+#: a norm within its error bar is declared zero only if that error bar is below this
+#: (or a symmetry derives the zero); above it the operator is unresolved, not zero
+ZERO_RESOLVED = 1e-8
+
+
+def _is_zero(norm, norm_err, model, group):
+    """``True``: the operator is zero (below :data:`ZERO_FLOOR`, or within a resolved error
+    bar, or within its error bar and derived zero by symmetry); ``None``: unresolved (within
+    an error bar too large to tell); ``False``: non-zero."""
+    if norm <= ZERO_FLOOR:
+        return True
+    if norm > norm_err:
+        return False
+    return True if norm_err <= ZERO_RESOLVED or _operator_zero_by(model, group) else None
+
+
+def _symmetry_elements(model, prior):
+    """The link's symmetry group restricted to elements that also preserve the prior's
+    ``rho`` (the Gaussian law of ``Z`` at the trivial point); ``None`` when trivial or
+    larger than :data:`MAX_GROUP_ORDER`."""
+    group = model.symmetry_group
+    if not group or len(group) < 2 or len(group) > MAX_GROUP_ORDER:
+        return None
+    rho = prior.rho(model.P)
+    els = [e for e in group if np.allclose(e.matrix() @ rho @ e.matrix().T, rho, atol=1e-12)]
+    return els if len(els) > 1 else None
+
+
+def _names(model):
+    return [str(model.indices[a, 0]) if model.M == 1 else f"row {a}" for a in range(model.P)]
+
+
+def _first_moment_zero_by(model, group):
+    """Why ``E[Z|y] = 0`` identically (a symmetry fixing no direction), or ``None``."""
+    from ..integrate.link_structure import fixed_directions
+
+    if not group or fixed_directions(group, model.P).shape[1]:
+        return None
+    single = [e for e in group if e.output_sign > 0 and not fixed_directions([e], model.P).shape[1]]
+    if single:
+        e = min(single, key=lambda e: sum(1 for a in range(model.P) if e.perm[a] != a))
+        return f"the symmetry {e.describe(_names(model))} gives E[Z|y] = -E[Z|y]"
+    return ("the symmetries with g -> g fix no direction, so E[Z|y] = 0: "
+            + "; ".join(e.describe(_names(model)) for e in model.symmetries))
+
+
+def _operator_zero_by(model, group):
+    """A derivation of ``J(y) = E[Z Z^T|y] - I = 0`` (one token): off-diagonal entries
+    cancel under a flip with ``g -> g`` moving exactly one of the two rows; a diagonal
+    entry is 0 when ``g`` is invariant under ``z_a -> t z_a`` for every ``t > 0`` (then ``y``
+    depends on ``z_a`` only through its sign, and ``|z_a|``, independent of it, keeps
+    ``E[z_a^2|y] = 1``).  ``None`` when this does not establish it."""
+    import sympy as sp
+
+    if model.M != 1 or not group:
+        return None
+    P = model.P
+    names = _names(model)
+    flips = [e for e in group if e.output_sign > 0 and e.perm == tuple(range(P))]
+    used = []
+    for a in range(P):
+        for b in range(a + 1, P):
+            hit = next((e for e in flips if e.signs[a] != e.signs[b]), None)
+            if hit is None:
+                return None
+            if hit not in used:
+                used.append(hit)
+    t = sp.Symbol("t_scale", positive=True)
+    g = model.link.xreplace(model.params)
+    for a in range(P):
+        z = model.indices[a, 0]
+        if sp.simplify(g.xreplace({z: t * z}) - g) != sp.zeros(*g.shape):
+            return None
+    return ("J(y) = E[z z^T|y] - I = 0 identically: off-diagonal entries by the flips "
+            + "; ".join(e.describe(names) for e in used)
+            + (", diagonal ones because g depends on each index only through its sign "
+               "(invariant under z_a -> t z_a, t > 0)"))
+
+
+def _infinite_result(norm, norm_err, method, t0, details, model, group, P):
+    """``alpha_c = inf``: the linearized operator (Eq. 15 of arXiv:2502.00901) vanishes,
+    so no direction is weakly learnable at first or second order."""
+    why = _operator_zero_by(model, group)
+    msg = (f"alpha_c = inf: the linearized operator vanishes (norm {norm:.3g} within its "
+           f"error bar {norm_err:.2g}), so nothing is weakly learnable at first or second "
+           "order (Eqs. 15-16 of arXiv:2502.00901)")
+    msg += f"; derived: {why}" if why else "; no symmetry derivation found (numerical zero)"
+    details = dict(details, zero_by_symmetry=why)
+    return ThresholdResult(
+        kind="weak", value=math.inf, error=0.0, method=method, subspace=np.zeros((P, P)),
+        eigenvalue=norm, converged=True, message=msg, seconds=time.perf_counter() - t0,
+        details=details)
+
+
+def _unresolved(zero, norm, spec_err):
+    if zero is not None:
+        return ""
+    return (f"UNRESOLVED: the operator's norm {norm:.3g} is within its error bar "
+            f"{float(np.max(spec_err)):.2g}, so it may vanish (alpha_c = inf) -- refine the "
+            "resolution (target_error / more samples); ")
+
+
+def _top_group(spectrum, errors):
+    """Multiplicity of the top eigenvalue: eigenvalues whose distance to ``lambda_max`` is
+    within the sum of their error bars (ties forced by a symmetry land here exactly)."""
+    top = int(np.argmax(spectrum))
+    tol = np.asarray(errors) + errors[top]
+    return int(np.sum(spectrum[top] - spectrum <= tol)), float(np.max(tol))
+
+
 #: largest observation grid per axis :func:`weak_recovery` doubles to for ``target_error``
 MAX_OUTER_NODES = 400
 
@@ -143,6 +257,11 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
     if precision is not None:
         return _weak_recovery_precision(model, method, noise_variance, int(precision), prior, t0)
     details = {"method": method}
+    group = _symmetry_elements(model, prior)
+    first_zero = _first_moment_zero_by(model, group)
+    if first_zero:
+        details["first_moment_zero_by"] = first_zero
+    odd = not (model.is_even or first_zero)
     if method == "observation-grid":
         runs = {}
         n_in = int(rule.n)
@@ -152,18 +271,31 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
                               "inner": (outer_nodes, coarse_in)}.items():
             if key == "inner" and not model.free_rows:
                 continue
-            op = linearized_operator(model, method=method, outer_nodes=no, width=width, rule=ru)
+            op = linearized_operator(model, method=method, outer_nodes=no, width=width, rule=ru,
+                                     symmetry=group)
             runs[key] = op
         op = runs["fine"]
-        lam, G, spectrum = top_eigen(Jp @ op.matrix, P)
+        spectra = {k: np.linalg.eigvalsh(0.5 * (Jp @ v.matrix + (Jp @ v.matrix).T))
+                   for k, v in runs.items()}
         first = op.first
         mass_defect = abs(1.0 - op.mass)
         first_floor = 1e-9 * max(1.0, float(np.max(np.abs(op.T))))
         details.update({k: v.details for k, v in runs.items()})
-        lam_runs = {k: top_eigen(Jp @ v.matrix, P)[0] for k, v in runs.items()}
+        lam_runs = {k: float(v[-1]) for k, v in spectra.items()}
         details["lambda_runs"] = lam_runs
-        if not model.is_even and np.max(np.linalg.eigvalsh(first)) > first_floor:
+        if odd and np.max(np.linalg.eigvalsh(first)) > first_floor:
             return _trivial_result(first, first_floor, P, method, t0, details)
+        spec = spectra["fine"]
+        spec_err = sum(np.abs(spectra[k] - spec) for k in spectra) + mass_defect * np.abs(spec) \
+            + 1e-13 * np.max(np.abs(spec))
+        norm = float(np.max(np.abs(spec)))
+        zero = _is_zero(norm, float(np.max(spec_err)), model, group)
+        if zero:
+            return _infinite_result(norm, float(np.max(spec_err)), method, t0, details, model,
+                                    group, P)
+        mult, tol = _top_group(spec, spec_err)
+        lam, G, spectrum = top_eigen(Jp @ op.matrix, P, tol=tol)
+        details["multiplicity"] = mult
         alphas = {k: 1.0 / v for k, v in lam_runs.items()}
         err = sum(abs(alphas[k] - alphas["fine"]) for k in alphas if k != "fine")
         err += mass_defect / lam
@@ -176,7 +308,8 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
         return ThresholdResult(
             kind="weak", value=1.0 / lam, error=err,
             method=f"observation-grid ({op.details['outer']}, inner {op.details['rule']})",
-            subspace=G, eigenvalue=lam, converged=True, message=_subspace_message(G, model),
+            subspace=G, eigenvalue=lam, converged=zero is not None,
+            message=_unresolved(zero, norm, spec_err) + _subspace_message(G, model, mult, group),
             seconds=time.perf_counter() - t0, details=details)
     if method == "level-set":
         op = linearized_operator(model, method=method)
@@ -202,24 +335,39 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
         return _scalar_weak_recovery(model, noise_variance, prior, t0)
     if method == "monte-carlo":
         op = linearized_operator(model, noise_variance=noise_variance, method=method,
-                                 samples=samples, seed=seed, rule=rule)
+                                 samples=samples, seed=seed, rule=rule, symmetry=group)
         Ts, Fs = op.details["batch_tensors"], op.details["batch_first"]
         B = len(Ts)
         Fmean = Fs.mean(axis=0)
         Ferr = float(np.max(Fs.std(axis=0, ddof=1))) / math.sqrt(B)
-        if not model.is_even and np.max(np.linalg.eigvalsh(Fmean)) > 4 * Ferr:
-            return _trivial_result(Fmean, 4 * Ferr, P, method, t0, {"samples": op.details["samples"]})
-        lam, G, spectrum = top_eigen(Jp @ op.matrix, P)
+        # absolute floor: per-sample means are accurate to the rule's stated accuracy only,
+        # so a mean square below M acc^2 is consistent with E[Z|y] = 0
+        floor = max(4 * Ferr, model.M * _mean_accuracy(rule) ** 2)
+        if odd and np.max(np.linalg.eigvalsh(Fmean)) > floor:
+            return _trivial_result(Fmean, floor, P, method, t0,
+                                   dict(details, samples=op.details["samples"]))
+        # batch spread of every eigenvalue (sorted spectra of the batch operators)
+        batch_spec = np.array([np.linalg.eigvalsh(Jp @ operator_matrix(T)) for T in Ts])
+        spec = np.linalg.eigvalsh(0.5 * (Jp @ op.matrix + (Jp @ op.matrix).T))
+        spec_err = 4 * batch_spec.std(axis=0, ddof=1) / math.sqrt(B)
+        norm = float(np.max(np.abs(spec)))
+        zero = _is_zero(norm, float(np.max(spec_err)), model, group)
+        if zero:
+            return _infinite_result(norm, float(np.max(spec_err)), method, t0,
+                                    dict(details, samples=op.details["samples"]), model, group, P)
+        mult, tol = _top_group(spec, spec_err)
+        lam, G, spectrum = top_eigen(Jp @ op.matrix, P, tol=tol)
         _, B_ = sym_basis(P)
         v = np.einsum("iab,ab->i", B_, G)
         per = np.array([v @ (Jp @ operator_matrix(T)) @ v for T in Ts])
         lam_err = float(per.std(ddof=1)) / math.sqrt(B)
         details.update({"operator": op.matrix, "spectrum": spectrum, "samples": op.details["samples"],
-                        "batches": B, "lambda_stderr": lam_err})
+                        "batches": B, "lambda_stderr": lam_err, "multiplicity": mult})
         return ThresholdResult(
             kind="weak", value=1.0 / lam, error=lam_err / lam ** 2, error_kind="stderr",
             method=f"monte-carlo ({op.details['samples']} samples, {B} batch means)",
-            subspace=G, eigenvalue=lam, converged=True, message=_subspace_message(G, model),
+            subspace=G, eigenvalue=lam, converged=zero is not None,
+            message=_unresolved(zero, norm, spec_err) + _subspace_message(G, model, mult, group),
             seconds=time.perf_counter() - t0, details=details)
     raise ParameterError(f"unknown method {method!r}")
 
@@ -239,6 +387,10 @@ def _scalar_weak_recovery(model, noise_variance, prior, t0, level=6):
         return _trivial_result(first, floor, 1, "scalar-quadrature", t0, details)
     lams = {lv: top_eigen(Jp @ operator_matrix(r[0]), 1)[0] for lv, r in runs.items()}
     lam, G, spectrum = top_eigen(Jp @ operator_matrix(T), 1)
+    lam_err = abs(lams[level] - lams[level - 1]) + abs(1 - mass) * abs(lam)
+    if _is_zero(abs(lam), lam_err, model, None):
+        return _infinite_result(abs(lam), lam_err, "scalar-quadrature", t0, details, model,
+                                _symmetry_elements(model, prior), 1)
     err = abs(1 / lams[level] - 1 / lams[level - 1]) + abs(1 - mass) / lam
     return ThresholdResult(
         kind="weak", value=1.0 / lam, error=max(err, 1e-15 / lam),
@@ -254,12 +406,29 @@ def _block_constants(T, model):
     return np.array([[T[a, b, a, b] for b in range(P)] for a in range(P)])
 
 
-def _subspace_message(G, model):
+def _subspace_message(G, model, multiplicity=1, group=None):
+    """The learnable subspace: ``G`` is the projection of ``I`` on the top eigenspace of
+    the operator (``multiplicity`` eigenvalues of Sym_P equal within their error bars);
+    rows it touches and its rank as a matrix."""
     lam, vec = np.linalg.eigh(G)
     v = vec[:, -1]
-    rows = [a for a in range(model.P) if abs(v[a]) > 1e-6]
-    return (f"learnable subspace: leading direction {np.round(v, 6).tolist()} "
-            f"(rows {rows}, rank {int(np.sum(lam > 1e-8 * lam[-1]))})")
+    rows = sorted({a for a in range(model.P) for i in range(model.P)
+                   if lam[i] > 1e-8 * lam[-1] and abs(vec[a, i]) > 1e-6})
+    msg = (f"learnable subspace: leading direction {np.round(v, 6).tolist()} "
+           f"(rows {rows}, rank {int(np.sum(lam > 1e-8 * lam[-1]))}); top eigenspace of "
+           f"multiplicity {multiplicity} in Sym_{model.P} (dimension {model.P * (model.P + 1) // 2})")
+    if group and multiplicity > 1:
+        msg += f", symmetry group of order {len(group)} imposed"
+    return msg
+
+
+def _mean_accuracy(rule):
+    """Stated accuracy of per-sample posterior means (prior standard deviations): an
+    :class:`AdaptiveRule`'s ``rtol`` with the margin its own miss warnings show (x1e3);
+    tensor rules state none, so ``1e-7``, far above float64 rounding (1e-15)."""
+    from ...core.quadrature import AdaptiveRule
+
+    return 1e3 * rule.rtol if isinstance(rule, AdaptiveRule) else 1e-7
 
 
 def _weak_recovery_precision(model, method, noise_variance, digits, prior, t0):
@@ -285,12 +454,24 @@ def _weak_recovery_precision(model, method, noise_variance, digits, prior, t0):
     T, first = _dict_to_tensor(Td, Fd, P)
     details = {"dps": digits + guard, "check_dps": 2 * digits + guard}
     floor = 10.0 ** (-(digits + guard // 2))
-    if not model.is_even and first_max > floor * max(1.0, float(np.max(np.abs(T)))):
+    group = _symmetry_elements(model, prior)
+    first_zero = _first_moment_zero_by(model, group)
+    if first_zero:
+        details["first_moment_zero_by"] = first_zero
+    elif not model.is_even and first_max > floor * max(1.0, float(np.max(np.abs(T)))):
         res = _trivial_result(first, floor, P, method, t0, details)
         res.digits_confirmed = float(digits)
         return res
     Jp = prior_jacobian(prior, P)
-    _, G, spectrum = top_eigen(Jp @ operator_matrix(T), P)
+    spec = np.linalg.eigvalsh(0.5 * (Jp @ operator_matrix(T) + (Jp @ operator_matrix(T)).T))
+    lam_err = float(abs(lam - lam2)) + floor
+    if float(np.max(np.abs(spec))) <= lam_err and abs(float(lam)) <= lam_err:
+        res = _infinite_result(float(np.max(np.abs(spec))), lam_err, f"{method} (mpmath "
+                               f"{digits + guard} digits)", t0, details, model, group, P)
+        res.digits_confirmed = float(digits)
+        return res
+    mult, tol = _top_group(spec, np.full(len(spec), lam_err))
+    _, G, spectrum = top_eigen(Jp @ operator_matrix(T), P, tol=tol)
     with mpmath.workdps(2 * digits + guard):
         a1, a2 = 1 / lam, 1 / lam2
         diff = abs(a1 - a2)
@@ -300,7 +481,7 @@ def _weak_recovery_precision(model, method, noise_variance, digits, prior, t0):
     res = ThresholdResult(kind="weak", value=a1, error=err,
                           method=f"{method} (mpmath {digits + guard} digits)", subspace=G,
                           eigenvalue=lam, converged=agree >= digits,
-                          message=_subspace_message(G, model),
+                          message=_subspace_message(G, model, mult, group),
                           digits_confirmed=min(agree, float(digits + guard)),
                           seconds=time.perf_counter() - t0, details=details)
     if model.is_even:
