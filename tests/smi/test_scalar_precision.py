@@ -134,7 +134,7 @@ def test_nan_operator_is_refused_not_printed(monkeypatch, tmp_path, capsys):
     command line exits 1 naming it (before: alpha = nan with exit status 0)."""
     from symtheory.cli import main
 
-    def nan_operator(model, method, noise_variance, dps, n_gh):
+    def nan_operator(model, method, noise_variance, dps, n_gh, rule_digits):
         with mpmath.workdps(dps):
             return {(0, 0, 0, 0): mpmath.nan}, {(0, 0): mpmath.mpf(0)}, {}
     _patched(monkeypatch, nan_operator)
@@ -152,7 +152,7 @@ def test_nan_operator_is_refused_not_printed(monkeypatch, tmp_path, capsys):
 def test_disagreeing_runs_are_not_confirmed(monkeypatch):
     """The check run disagrees after 5 digits: converged False, digits_confirmed ~5, and
     the message says how many digits were confirmed."""
-    def shifted(model, method, noise_variance, dps, n_gh):
+    def shifted(model, method, noise_variance, dps, n_gh, rule_digits):
         with mpmath.workdps(dps):
             T = mpmath.mpf(2) * (1 + (mpmath.mpf(10) ** -5 if dps > 30 else 0))
             return {(0, 0, 0, 0): T}, {(0, 0): mpmath.mpf(0)}, {}
@@ -160,3 +160,15 @@ def test_disagreeing_runs_are_not_confirmed(monkeypatch):
     res = weak_recovery(abs_model(), noise_variance=0.2, precision=12)
     assert not res.converged and 4.5 < res.digits_confirmed < 5.5
     assert "only 5.0 of 12 digits confirmed" in res.message
+
+
+def test_a_rule_too_large_is_refused_by_name():
+    """y = z^3 - z + sqrt(0.3) xi at 30 digits: the link's range over |z| <= z_max
+    (+-3872) in units of the noise would take ~1.5e5 outer nodes: refused at once,
+    naming the count and the ranges, instead of running for many minutes."""
+    from symtheory.core.validate import ParameterError
+
+    z = sp.Symbol("z0_0", real=True)
+    cube = MultiIndexModel("cube", sp.Matrix([[z]]), sp.Matrix([[z ** 3 - z]]))
+    with pytest.raises(ParameterError, match=r"would need \d+ outer nodes .*noise sd"):
+        weak_recovery(cube, noise_variance=0.3, precision=30)

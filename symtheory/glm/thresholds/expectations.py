@@ -268,6 +268,12 @@ def scalar_mp_rule(dps, noise_sd):
     return best_y[1], best_y[2], best_z[1], best_z[2]
 
 
+#: outer nodes beyond which the mpmath scalar quadrature refuses (minutes of mpmath work:
+#: ~1 ms per node); a link with a wide range against the noise (y = z^3 - z, delta = 0.3:
+#: 39360 nodes at 20 digits, 148416 at 40) gets there
+MAX_SCALAR_Y_NODES = 100000
+
+
 def _panels(cuts, half):
     """``(mid, half-length)`` of the panels splitting each interval between consecutive
     ``cuts`` into pieces of half-length at most ``half`` (empty intervals dropped)."""
@@ -281,14 +287,15 @@ def _panels(cuts, half):
     return out
 
 
-def _scalar_operator_mp(model, noise_variance, dps):
-    """Eq. (15) for ``y = g(z) + sqrt(Delta) xi`` with one index and one output at ``dps``
-    digits: Gauss-Legendre nodes computed once at this precision
+def _scalar_operator_mp(model, noise_variance, dps, rule_digits=None):
+    """Eq. (15) for ``y = g(z) + sqrt(Delta) xi`` with one index and one output in ``dps``
+    digit arithmetic, the rule made for ``rule_digits`` (default ``dps``) correct digits
+    (a confirming run asks for fewer than its arithmetic carries): Gauss-Legendre nodes computed once at this precision
     (:func:`~symtheory.core.quadrature.gauss_legendre_mp`) and mapped onto panels
     (:func:`scalar_mp_rule`), outer over ``y`` on the range of ``g`` widened by the
     noise, inner over ``z`` split at the kinks and the real preimages of each ``y``
     (:func:`real_preimage`: undefined branches are dropped, as in float64).  Both
-    integrals are cut where the integrand is below ``10^-(dps + 5)`` of its peak
+    integrals are cut where the integrand is below ``10^-(rule_digits + 5)`` of its peak
     (``|z| <= z_max``, ``y`` in the noise-widened range of ``g``), and a float64 pass
     over the same nodes drops the nodes beneath that threshold before the mpmath pass.
     Returns ``({(0,0,0,0): T}, {(0,0): first}, info)``, ``info`` the rule, the mass
@@ -303,9 +310,10 @@ def _scalar_operator_mp(model, noise_variance, dps):
     pre = [sp.lambdify(ysym, b, "mpmath") for b in branches]
     Df = float(noise_variance)
     sd = math.sqrt(Df)
-    cut = (dps + 5) * math.log(10) + 20       # log-integrand drop below the peak that is cut
+    rule_digits = dps if rule_digits is None else int(rule_digits)
+    cut = (rule_digits + 5) * math.log(10) + 20   # log-integrand drop below the peak cut
     z_max = math.sqrt(2 * cut)                # exp(-z_max^2 / 2) = e^-cut
-    deg_y, half_y, deg_z, half_z = scalar_mp_rule(dps, sd)
+    deg_y, half_y, deg_z, half_z = scalar_mp_rule(rule_digits, sd)
     zgrid = np.linspace(-z_max, z_max, 4001)
     gz = np.asarray(gnum(zgrid), dtype=float) * np.ones_like(zgrid)
     if not np.all(np.isfinite(gz)):
@@ -322,6 +330,13 @@ def _scalar_operator_mp(model, noise_variance, dps):
         rtol = mpmath.mpf(10) ** (-(dps // 2))
         y_lo = mpmath.mpf(float(gz.min()) - z_max * sd)
         y_hi = mpmath.mpf(float(gz.max()) + z_max * sd)
+        n_y = 3 * 2 ** (deg_y - 1) * math.ceil(float(y_hi - y_lo) / (2 * half_y))
+        if n_y > MAX_SCALAR_Y_NODES:
+            raise ParameterError(
+                f"the {rule_digits}-digit scalar quadrature would need {n_y} outer nodes "
+                f"(> {MAX_SCALAR_Y_NODES}): the link ranges over [{float(gz.min()):.4g}, "
+                f"{float(gz.max()):.4g}] on |z| <= {z_max:.3g} against a noise sd of {sd:.3g}; "
+                "ask for fewer digits, or use the float64 path")
         Y, WY = [], []
         for m, h in _panels([y_lo, y_hi], half_y):
             Y.extend(m + h * x for x in xy)
@@ -565,13 +580,14 @@ def choose_method(model, noise_variance=None) -> str:
     return "monte-carlo"
 
 
-def _mp_operator(model, method, noise_variance, dps, gh_nodes):
+def _mp_operator(model, method, noise_variance, dps, gh_nodes, rule_digits=None):
     """``(T, first, info)`` at ``dps`` digits by ``method`` (dicts of mpf; ``info``: what
-    the method reports about its rule)."""
+    the method reports about its rule; ``rule_digits``: the accuracy the scalar
+    quadrature's rule is made for, default ``dps``)."""
     if method == "cells":
         return (*_cells_operator_mp(model, sign_cells(model), noise_variance, dps), {})
     if method == "scalar-quadrature":
-        return _scalar_operator_mp(model, noise_variance, dps)
+        return _scalar_operator_mp(model, noise_variance, dps, rule_digits)
     if method == "observation-grid" and ReducedPosterior(model).constant_mixing \
             and not model.free_rows:
         return (*_constant_mixing_operator_mp(model, gh_nodes, dps), {})
