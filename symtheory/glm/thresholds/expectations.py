@@ -290,8 +290,9 @@ def _panels(cuts, half):
 def _scalar_operator_mp(model, noise_variance, dps, rule_digits=None):
     """Eq. (15) for ``y = g(z) + sqrt(Delta) xi`` with one index and one output in ``dps``
     digit arithmetic, the rule made for ``rule_digits`` (default ``dps``) correct digits
-    (a confirming run asks for fewer than its arithmetic carries): Gauss-Legendre nodes computed once at this precision
-    (:func:`~symtheory.core.quadrature.gauss_legendre_mp`) and mapped onto panels
+    (a confirming run asks for fewer than its arithmetic carries): Gauss-Legendre nodes
+    computed once at this precision (:func:`~symtheory.core.quadrature.
+    gauss_legendre_mp`) and mapped onto panels
     (:func:`scalar_mp_rule`), outer over ``y`` on the range of ``g`` widened by the
     noise, inner over ``z`` split at the kinks and the real preimages of each ``y``
     (:func:`real_preimage`: undefined branches are dropped, as in float64).  Both
