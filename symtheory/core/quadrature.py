@@ -8,6 +8,8 @@
   Distances to the ends are computed directly (``2 h/(1 + e^{2|u|})``), so nodes
   never collapse onto an end in floating point.
 * :func:`gauss_hermite` -- probabilists' Gauss-Hermite rule for E over N(0, 1).
+* :func:`gauss_legendre_mp` -- Gauss-Legendre nodes on ``[-1, 1]`` at any precision
+  (mpmath), computed once per (size, precision) and mapped onto panels by the caller.
 * :func:`integrate_adaptive` -- globally adaptive composite Gauss-Legendre for several
   integrands at once, every panel of a round evaluated in one vectorized call (a sharp
   front, e.g. ``tanh(q + sqrt(q) x)`` at large ``q``, gets panels where it sits; fixed
@@ -19,6 +21,7 @@
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -65,6 +68,25 @@ def gauss_hermite(n: int):
 
     x, w = roots_hermitenorm(int(n))
     return x, w / math.sqrt(2.0 * math.pi)
+
+
+@functools.lru_cache(maxsize=32)
+def gauss_legendre_mp(degree: int, dps: int):
+    """``(nodes, weights)`` of the Gauss-Legendre rule on ``[-1, 1]`` with ``3 * 2**(degree
+    - 1)`` nodes at ``dps`` digits (mpmath's ``GaussLegendre.calc_nodes``: Newton on the
+    Legendre polynomial), sorted, as tuples of ``mpf``.  Cached: a high-precision
+    integrand evaluated on many panels maps the same unit nodes every time, instead of
+    one adaptive ``mpmath.quad`` per panel."""
+    import mpmath
+    from mpmath.calculus.quadrature import GaussLegendre
+
+    if isinstance(degree, bool) or not isinstance(degree, int) or not 1 <= degree <= 12:
+        raise ParameterError(f"degree must be an integer in [1, 12], got {degree!r}")
+    if isinstance(dps, bool) or not isinstance(dps, int) or dps < 1:
+        raise ParameterError(f"dps must be an integer >= 1, got {dps!r}")
+    with mpmath.workdps(dps):
+        nodes = sorted(GaussLegendre(mpmath.mp).calc_nodes(degree, mpmath.mp.prec))
+    return tuple(x for x, _ in nodes), tuple(w for _, w in nodes)
 
 
 #: largest dimension of scipy.stats.qmc.Sobol (its direction numbers)

@@ -167,7 +167,17 @@ def cmd_threshold(args) -> int:
             "precision": precision, "messages": [r.message for r in results],
             "definition": DEFINITION}
     stem = f"smi_threshold_{_model_stem(args)}"
-    return emit(Table(cols, meta), args, stem)
+    status = emit(Table(cols, meta), args, stem)
+    unconfirmed = [f"{r.kind}: {r.message}" for r in results
+                   if precision is not None and not r.converged]
+    if unconfirmed:
+        # the digits asked for were not produced: the table is kept, the status says so
+        import sys
+
+        print(f"symtheory: error: --precision {precision}: digits not confirmed "
+              f"({'; '.join(unconfirmed)})", file=sys.stderr)
+        return 1
+    return status
 
 
 def _model_stem(args) -> str:

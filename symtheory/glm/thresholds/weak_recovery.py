@@ -8,7 +8,9 @@ al., arXiv:2502.00901).
   estimate from successive resolutions.
 
 Precision (``precision=P``): the same computation at ``P + 10`` digits and again at
-``2 P + 10``; ``digits_confirmed`` is their number of agreeing digits.
+``2 P + 10`` with a different, finer rule (more Gauss-Hermite nodes; Gauss-Legendre
+panels made for ``P + 20`` digits); ``digits_confirmed`` is their number of agreeing
+digits.
 """
 from __future__ import annotations
 
@@ -432,7 +434,10 @@ def _mean_accuracy(rule):
 
 
 def _weak_recovery_precision(model, method, noise_variance, digits, prior, t0):
-    """``alpha_c`` at ``digits + 10`` digits confirmed at ``2 digits + 10`` (module docstring)."""
+    """``alpha_c`` at ``digits + 10`` digits confirmed at ``2 digits + 10`` (module
+    docstring).  A run that cannot give its digits -- a non-finite operator, a
+    breakdown of the arithmetic, or fewer than ``digits`` agreeing digits -- returns
+    ``converged=False`` with the reason in ``message`` (never a silent ``nan``)."""
     import mpmath
 
     if digits < 1:
@@ -440,19 +445,32 @@ def _weak_recovery_precision(model, method, noise_variance, digits, prior, t0):
     P, M = model.P, model.M
     guard = 10
     out = {}
+    details = {"dps": digits + guard, "check_dps": 2 * digits + guard}
     for tag, dps in (("value", digits + guard), ("check", 2 * digits + guard)):
         # Gauss-Hermite nodes per axis (constant mixing): different in the two runs, so
         # their agreement also confirms the outer rule (exact for polynomial integrands)
         n_gh = 4 + digits // 6 + (4 if tag == "check" else 0)
-        Td, Fd = _mp_operator(model, method, noise_variance, dps, n_gh)
-        with mpmath.workdps(dps):
-            first_max = max(abs(v) for v in Fd.values())
-            lam = _mp_lambda_max(Td, P, prior, dps)
+        # the check's scalar rule: finer than the value's, for P + 20 digits (the digits
+        # beyond P + 10 are never reported, so a rule for all 2P + 10 is wasted work)
+        rule_digits = digits + guard + (10 if tag == "check" else 0)
+        try:
+            Td, Fd, info = _mp_operator(model, method, noise_variance, dps, n_gh, rule_digits)
+            with mpmath.workdps(dps):
+                bad = [k for k, v in (*Td.items(), *Fd.items()) if not mpmath.isfinite(v)]
+                if bad:
+                    raise ArithmeticError(f"operator entries {bad} are not finite")
+                first_max = max(abs(v) for v in Fd.values())
+                lam = _mp_lambda_max(Td, P, prior, dps)
+        except (ArithmeticError, ValueError) as exc:
+            if isinstance(exc, ParameterError):
+                raise
+            return _unconfirmed(model, method, digits, t0, details,
+                                f"the {dps}-digit run failed: {type(exc).__name__}: {exc}")
+        details[f"{tag}_rule"] = info
         out[tag] = (lam, first_max, Td, Fd)
     lam, first_max, Td, Fd = out["value"]
     lam2 = out["check"][0]
     T, first = _dict_to_tensor(Td, Fd, P)
-    details = {"dps": digits + guard, "check_dps": 2 * digits + guard}
     floor = 10.0 ** (-(digits + guard // 2))
     group = _symmetry_elements(model, prior)
     first_zero = _first_moment_zero_by(model, group)
@@ -470,6 +488,10 @@ def _weak_recovery_precision(model, method, noise_variance, digits, prior, t0):
                                f"{digits + guard} digits)", t0, details, model, group, P)
         res.digits_confirmed = float(digits)
         return res
+    if not (lam > 0 and lam2 > 0):
+        return _unconfirmed(model, method, digits, t0, details,
+                            f"lambda_max = {mpmath.nstr(lam, 5)} (check run "
+                            f"{mpmath.nstr(lam2, 5)}) is not positive: no finite threshold")
     mult, tol = _top_group(spec, np.full(len(spec), lam_err))
     _, G, spectrum = top_eigen(Jp @ operator_matrix(T), P, tol=tol)
     with mpmath.workdps(2 * digits + guard):
@@ -478,10 +500,15 @@ def _weak_recovery_precision(model, method, noise_variance, digits, prior, t0):
         agree = float(-mpmath.log10(diff / abs(a2))) if diff != 0 else float(2 * digits + guard)
         err = float(diff)
     details.update({"alpha_check": a2, "operator": operator_matrix(T), "spectrum": spectrum})
+    message = _subspace_message(G, model, mult, group)
+    if agree < digits:
+        message = (f"only {agree:.1f} of {digits} digits confirmed: the runs at "
+                   f"{digits + guard} and {2 * digits + guard} digits differ by {err:.3g} "
+                   f"(the quadrature rule does not resolve this link at that precision); "
+                   + message)
     res = ThresholdResult(kind="weak", value=a1, error=err,
                           method=f"{method} (mpmath {digits + guard} digits)", subspace=G,
-                          eigenvalue=lam, converged=agree >= digits,
-                          message=_subspace_message(G, model, mult, group),
+                          eigenvalue=lam, converged=agree >= digits, message=message,
                           digits_confirmed=min(agree, float(digits + guard)),
                           seconds=time.perf_counter() - t0, details=details)
     if model.is_even:
@@ -489,3 +516,12 @@ def _weak_recovery_precision(model, method, noise_variance, digits, prior, t0):
     return res
 
 
+def _unconfirmed(model, method, digits, t0, details, reason):
+    """The result of a precision run that produced no digits: ``alpha = nan``,
+    ``converged=False``, ``digits_confirmed = 0`` and the reason."""
+    return ThresholdResult(kind="weak", value=math.nan, error=math.nan,
+                           method=f"{method} (mpmath {digits + 10} digits)",
+                           subspace=np.full((model.P, model.P), np.nan), eigenvalue=math.nan,
+                           converged=False, message=f"no digits confirmed: {reason}",
+                           digits_confirmed=0.0, seconds=time.perf_counter() - t0,
+                           details=details)
