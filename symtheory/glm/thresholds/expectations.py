@@ -187,16 +187,30 @@ def _cells_operator_mp(model, cells_spec, noise_variance, dps):
 
 
 # ---------------------------------------------------------------------- scalar noisy links
+#: the observation of a one-index link in :func:`scalar_preimages`
+Y_OBS = sp.Symbol("y_obs", real=True)
+
+
+def scalar_preimages(model):
+    """``(z, y_obs, branches)``: the solutions ``z(y_obs)`` of ``g(z) = y_obs`` of a
+    one-index link as SymPy gives them (``sp.solve``; possibly ``Piecewise`` with a
+    ``nan`` default where a branch does not exist), or ``None`` when SymPy cannot solve
+    it.  The split points of the scalar quadrature (Eq. 15) and what ``smi derive``
+    prints."""
+    z = model.indices[0, 0]
+    g = model.link[0].xreplace(model.params)
+    try:
+        return z, Y_OBS, sp.solve(sp.Eq(g, Y_OBS), z)
+    except (NotImplementedError, ValueError, TypeError):
+        return z, Y_OBS, None
+
+
 def _scalar_breakpoints(model):
     """SymPy pieces of a one-index link ``g``: preimage branches ``z(y)``, kinks and
     critical points (inner splits) and their images (outer splits)."""
-    z = model.indices[0, 0]
+    z, ysym, sols = scalar_preimages(model)
     g = model.link[0].xreplace(model.params)
-    ysym = sp.Symbol("y_obs", real=True)
-    try:
-        pre = [sp.lambdify(ysym, s, "mpmath") for s in sp.solve(sp.Eq(g, ysym), z)]
-    except (NotImplementedError, ValueError, TypeError):
-        pre = []
+    pre = [sp.lambdify(ysym, s, "mpmath") for s in sols or []]
     points = set()
     for a in g.atoms(sp.Abs, sp.Heaviside, sp.sign, sp.Max, sp.Min):
         for arg in a.args:
@@ -283,12 +297,8 @@ def _scalar_operator_float(model, noise_variance, level, z_max=12.0):
     ``(T, first, mass)``."""
     z, g, _, pre, points = _scalar_breakpoints(model)
     gnum = sp.lambdify(z, g, "numpy")
-    ysym = sp.Symbol("y_obs", real=True)
-    pre_np = []
-    try:
-        pre_np = [sp.lambdify(ysym, s, "numpy") for s in sp.solve(sp.Eq(g, ysym), z)]
-    except (NotImplementedError, ValueError, TypeError):
-        pass
+    _, ysym, sols = scalar_preimages(model)
+    pre_np = [sp.lambdify(ysym, s, "numpy") for s in sols or []]
     Delta = float(noise_variance)
     sd = math.sqrt(Delta)
     kinks = np.array([float(p) for p in points if abs(float(p)) < z_max])
