@@ -147,8 +147,10 @@ def channel_integral(model):
     P, M = model.P, model.M
     omega, Vinv = gaussian_symbols(model)
     Z = model.indices
-    quad = sum(((Z[:, m] - omega[:, m]).T * Vinv * (Z[:, m] - omega[:, m]))[0, 0]
-               for m in range(M))
+    # a plain double sum: the matrix product leaves a Mul that is not canonical, which
+    # would not read back from its printed form as the same tree
+    quad = sum((Z[a, m] - omega[a, m]) * Vinv[a, b] * (Z[b, m] - omega[b, m])
+               for m in range(M) for a in range(P) for b in range(P))
     dens = sp.sqrt(Vinv.det()) ** M / (2 * sp.pi) ** sp.Rational(P * M, 2) * sp.exp(-quad / 2)
     pout = P_OUT(*list(model.output_symbols), *list(Z))
     return sp.Integral(dens * pout, *[(z, -sp.oo, sp.oo) for z in Z])
@@ -198,12 +200,24 @@ def _kernel_items(sec, owner, prefix):
                 f"{', '.join(map(str, k.args))})", sp.Matrix(k.outputs))
 
 
+#: derivations of this process, by model identity (the model is kept: its id stays unique)
+_DERIVED: dict = {}
+
+
 def derive(model, noise_variance=None, *, prior=None) -> Derivation:
     """The :class:`Derivation` of ``model`` with Gaussian output noise of variance
-    ``noise_variance`` (printed as the symbol ``Delta``) or noiseless (None)."""
+    ``noise_variance`` (printed as the symbol ``Delta``) or noiseless (None); once per
+    process and model (``dg_out`` of a two-layer attention takes ~10 s)."""
     from .factors.gaussian_prior import GaussianPrior
 
     prior = prior or GaussianPrior()
+    key = (id(model), noise_variance, id(prior) if type(prior) is not GaussianPrior else None)
+    if key not in _DERIVED:
+        _DERIVED[key] = (model, _derive(model, noise_variance, prior))
+    return _DERIVED[key][1]
+
+
+def _derive(model, noise_variance, prior) -> Derivation:
     kind, ch, why = _channel(model, noise_variance)
     sections = [_link_section(model), _symmetry_section(model),
                 _preimage_section(model, kind, ch, why)]

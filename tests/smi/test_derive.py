@@ -41,13 +41,19 @@ def _file(tmp_path, name):
     return path
 
 
-def _case(tmp_path, name):
-    """``(argv, derivation)`` of a test model."""
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    return tmp_path_factory.mktemp("derive_models")
+
+
+def _case(folder, name):
+    """``(argv, derivation)`` of a test model (the CLI, run in this process, builds the same
+    model object only for the registry model; a model file is loaded afresh)."""
     if name == "attention":
         model = registry.build_model("attention", {"depth": 2, "seq_len": 2, "skip": 1.0,
                                                    "inv_temp": 1.0})
         return ATTENTION, derive(model)
-    path = _file(tmp_path, name)
+    path = _file(folder, name)
     noise = MODELS[name][1]
     argv = ["--model-file", str(path)] + ([] if noise is None else ["--noise", str(noise)])
     return argv, derive(load_model(path), noise)
@@ -72,9 +78,10 @@ def _same(a, b) -> bool:
 
 
 @pytest.mark.parametrize("name", ["sign", "abs", "prod", "attention"])
-def test_sections_sympy_round_trip_and_latex(name, tmp_path, capsys):
-    argv, d = _case(tmp_path, name)
+def test_sections_sympy_round_trip_and_latex(name, files, capsys):
+    argv, d = _case(files, name)
     text = _run(argv, capsys, "sympy")
+    assert text == render(d, "sympy")       # the command prints this derivation
     for title in SECTIONS:
         assert f"## {title}" in text
     ns = d.namespace()
@@ -84,32 +91,31 @@ def test_sections_sympy_round_trip_and_latex(name, tmp_path, capsys):
     for it in with_expr:
         back = sp.sympify(printed[it.key], locals=ns)
         assert _same(back, it.expr), it.key
-    latex = _run(argv, capsys, "latex")
-    lines = latex.splitlines()
+    lines = render(d, "latex").splitlines()
     for it in with_expr:
         i = next(k for k, line in enumerate(lines) if line.startswith(f"% {it.key}:"))
         assert lines[i + 1] == rf"\[ {sp.latex(it.expr)} \]", it.key
-    md = _run(argv, capsys, "markdown")
+    md = render(d, "markdown")
     assert all(f"## {t}" in md for t in SECTIONS) and md.count("$$") == 2 * len(with_expr)
 
 
-def test_what_each_model_derives(tmp_path):
-    _, d = _case(tmp_path, "sign")
+def test_what_each_model_derives(files):
+    _, d = _case(files, "sign")
     assert d.item("cells").expr == sp.Matrix([[1, 1], [-1, -1]])
     assert d.item("group_order").expr == 1 and "broken_0" in {i.key for i in d.items()}
-    _, d = _case(tmp_path, "abs")
+    _, d = _case(files, "abs")
     assert d.item("group_order").expr == 2
     y = sp.Symbol("y_obs", real=True)
     pre = d.item("preimages").expr
     assert {p.subs(y, 0.7) for p in pre} == {sp.Float(0.7), sp.Float(-0.7)}
     assert all(p.subs(y, -0.7) is sp.nan for p in pre)
-    _, d = _case(tmp_path, "prod")
+    _, d = _case(files, "prod")
     pre = d.item("preimages")
     assert pre.expr is None and pre.note.startswith("not derivable")
     z2 = sp.Symbol("z2", real=True)
     assert d.item("kernel_mi_prod_affine").expr == sp.Matrix([z2, 0])   # g = z2 z1 + 0
     assert "numerical" in d.item("integration").note
-    _, d = _case(tmp_path, "attention")
+    _, d = _case(files, "attention")
     keys = {i.key for i in d.items()}
     assert {"branch_0", "branch_1", "output_jacobian"} <= keys
     assert d.item("group_order").expr == 4
@@ -119,14 +125,29 @@ def test_what_each_model_derives(tmp_path):
 
 
 def _numeric(expr, at):
-    """``expr`` with every ``Integral`` over one variable evaluated by scipy (split at 0,
-    the kink of |z|)."""
-    def quad(I):
-        (z, lo, hi), = I.limits
-        f = sp.lambdify(z, I.function.xreplace(at), "math")
-        return sum(integrate.quad(f, a, b, epsabs=1e-13, epsrel=1e-11)[0]
-                   for a, b in ((-math.inf, 0.0), (0.0, math.inf)))
-    return float(expr.xreplace(at).replace(lambda e: isinstance(e, sp.Integral), quad))
+    """``expr`` at ``at`` with every ``Integral`` over one variable evaluated by scipy
+    (split at 0, the kink of |z|)."""
+    return _compiled(expr, tuple(sorted(at, key=str)))(*[at[k] for k in sorted(at, key=str)])
+
+
+_COMPILED = {}
+
+
+def _compiled(expr, names):
+    """A float function of ``names`` evaluating ``expr`` (each integrand lambdified once)."""
+    key = (expr, names)
+    if key not in _COMPILED:
+        ints = sorted(expr.atoms(sp.Integral), key=str)
+        holes = sp.symbols(f"I0:{len(ints)}")
+        outer = sp.lambdify(names + holes, expr.xreplace(dict(zip(ints, holes))), "math")
+        inner = [(sp.lambdify((I.limits[0][0],) + names, I.function, "math")) for I in ints]
+
+        def f(*vals):
+            parts = [sum(integrate.quad(g, a, b, args=vals, epsabs=1e-13, epsrel=1e-11)[0]
+                         for a, b in ((-math.inf, 0.0), (0.0, math.inf))) for g in inner]
+            return float(outer(*vals, *parts))
+        _COMPILED[key] = f
+    return _COMPILED[key]
 
 
 def _with_likelihood(expr, d):
@@ -151,11 +172,11 @@ def test_printed_moments_are_the_channels(tmp_path):
         assert dg == pytest.approx(float(dgn.ravel()[0]), rel=1e-7, abs=1e-9)
 
 
-def test_printed_threshold_equation_gives_the_threshold(tmp_path):
+def test_printed_threshold_equation_gives_the_threshold(files):
     """alpha_c = 1/T_0000 with T = int dy Z_out_0 J^2, integrated by scipy from the printed
     expressions, against the package's scalar quadrature for y = |z| + sqrt(0.2) xi
     (0.7158943519285647, float64 nested tanh-sinh): 1e-6."""
-    _, d = _case(tmp_path, "abs")
+    _, d = _case(files, "abs")
     ns = d.namespace()
     Z0 = _with_likelihood(d.item("Z_out_0").expr, d)
     J = _with_likelihood(d.item("J").expr[0], d)
