@@ -12,7 +12,7 @@ from pathlib import Path
 from ..core.cli_common import add_params, converter, describe
 from ..core.validate import ParameterError
 from . import params as P
-from .common_cli import add_model_options, build_model
+from .common_cli import NORMALIZATION, add_model_options, build_model
 from .model_file import EXAMPLE
 
 DERIVE_HELP = (
@@ -22,6 +22,14 @@ DERIVE_HELP = (
     "point (Eq. 15) and the threshold equation (Eq. 16).  What is not derivable for the "
     "model (e.g. the preimages of a noisy link, a reduction's integral over the free rows) "
     "is stated with the reason.  Nothing is integrated.")
+DERIVE_OUTPUT = (
+    "Output: text, not a table (Columns: none), in the sections Link, Symmetry group, "
+    "Preimages / output cells, Output channel (Z_out, g_out, dg_out, kernels), Linearized "
+    "state evolution, Threshold equation; per item its key, title and expression (markdown: "
+    "LaTeX and SymPy; latex: sp.latex; sympy: `key = expression`, read back by "
+    "sympy.sympify with the printed symbol names) or why it is not derivable.  Symbols: "
+    "omega_a_m = prior mean, Vinv_a_b = (V^-1)_ab, Delta = output-noise variance, "
+    "J_i_j / mu_a_m = dg_out / g_out at omega = 0, V = I, T_a_b_c_d = the operator tensor.")
 
 
 def _out_file(text):
@@ -51,7 +59,7 @@ def register_derive(smi_subparsers) -> None:
     """Add ``symtheory smi derive``."""
     p = smi_subparsers.add_parser(
         "derive", help="print the symbolic derivation of a model (LaTeX and SymPy)",
-        description=describe(DERIVE_HELP, "--model-file: a Python file defining `model` (a "
+        description=describe(DERIVE_HELP, NORMALIZATION, DERIVE_OUTPUT, "--model-file: a Python file defining `model` (a "
                              "MultiIndexModel) or `build_model()`. Example (phase retrieval):",
                              example=EXAMPLE))
     add_model_options(p, P.DERIVE, channel=("noise",))
