@@ -219,13 +219,15 @@ def derive(model, noise_variance=None, *, prior=None) -> Derivation:
 
 def _derive(model, noise_variance, prior) -> Derivation:
     kind, ch, why = _channel(model, noise_variance)
-    sections = [_link_section(model), _symmetry_section(model),
+    gens = symmetry_generators(model)
+    sections = [_link_section(model), _symmetry_section(model, gens),
                 _preimage_section(model, kind, ch, why)]
     funcs = output_functions(model)
     mom, Jf, mu, ys, values = _moment_section(model, kind, ch, why, funcs)
     sections.append(mom)
+    even = all(inv for _, _, inv in gens)
     sections += _threshold_sections(model, kind, ch, Jf, mu, ys, values, noise_variance, prior,
-                                    funcs)
+                                    funcs, even)
     return Derivation(model.description or model.name, noise_variance, sections)
 
 
@@ -240,9 +242,8 @@ def _link_section(model):
     return sec
 
 
-def _symmetry_section(model):
+def _symmetry_section(model, gens):
     sec = Section("symmetry", "Symmetry group")
-    gens = symmetry_generators(model)
     even = [g for g, _, inv in gens if inv]
     for i, (group, flip, inv) in enumerate(gens):
         rows = ", ".join(map(str, group))
@@ -304,8 +305,9 @@ def _preimage_section(model, kind, ch, why):
         else:
             sec.add("preimages", "preimages z(y_obs) of g(z) = y_obs (SymPy solve; the split "
                     "points of the threshold's scalar quadrature)", sp.Tuple(*sols),
-                    note="with output noise the channel itself does not use them: it "
-                         "integrates N(y; g(z), Delta) over z")
+                    note="nan marks where a branch does not exist; with output noise the "
+                         "channel itself does not use them: it integrates N(y; g(z), Delta) "
+                         "over z")
         return sec
     sec.add("preimages", "preimages", note="not derivable: the link is neither reduced nor "
             "constant on sign cells, and with output noise the channel integrates "
@@ -318,7 +320,9 @@ def _moment_section(model, kind, ch, why, funcs):
     ys = observed_outputs(model) if kind == "reduced" else list(model.output_symbols)
     sec.add("likelihood", f"P_out(y | Z) ({kind} channel)",
             sp.Eq(P_OUT(*list(model.output_symbols), *list(model.indices)),
-                  likelihood(model, kind)))
+                  likelihood(model, kind)),
+            note=(f"a density in the observed entries {[str(y) for y in ys]}; the other "
+                  "outputs are functions of them" if kind == "reduced" else ""))
     Zout, g, dg = funcs
     sec.add("Z_out", "Z_out(y; omega, V) (Eq. 9; Vinv = V^-1)", Zout)
     sec.add("g_out", "g_out = d log Z_out / d omega (Eq. 12)", g)
@@ -369,7 +373,7 @@ def _expect_y(expr, Zy, ys, values):
     return sp.Add(*[(Zy * expr).xreplace(dict(zip(ys, v))) for v in values])
 
 
-def _threshold_sections(model, kind, ch, Jf, mu, ys, values, noise, prior, funcs):
+def _threshold_sections(model, kind, ch, Jf, mu, ys, values, noise, prior, funcs, even):
     from .thresholds.expectations import choose_method
     from .thresholds.operator import operator_matrix, prior_jacobian, tensor_from_jacobians
 
@@ -412,7 +416,7 @@ def _threshold_sections(model, kind, ch, Jf, mu, ys, values, noise, prior, funcs
                                                    Zy, ys, values))
     op.add("first_moment", "E_y sum_m mu_am mu_bm (non-zero: that subspace is learnable at "
            "any alpha > 0, alpha_c = 0)", first,
-           note=("every row group is even, so mu = 0 and this statistic vanishes" if model.is_even
+           note=("every row group is even, so mu = 0 and this statistic vanishes" if even
                  else "some row group is not even: mu may be non-zero"))
     Fmat = operator_matrix(Tsym)
     Jp = prior_jacobian(prior, P, exact=True)
