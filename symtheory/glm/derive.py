@@ -34,6 +34,11 @@ from ..core.codegen import Kernel
 from ..core.validate import ParameterError
 from .integrate.link_structure import NotApplicable
 
+#: the largest operator matrix (P(P+1)/2 rows, P index rows) whose characteristic
+#: polynomial is expanded: at P = 3 (6 x 6, entries sums of up to 4 symbols) the depth-3
+#: attention derivation was still inside SymPy's determinant after 7.5 CPU minutes
+#: (measured under load; unexpanded, the whole derivation took 156 s)
+MAX_EXPANDED = 3
 #: the symbols of the channel integral (real; ``Delta`` positive)
 DELTA = sp.Symbol("Delta", positive=True)
 ALPHA = sp.Symbol("alpha", positive=True)
@@ -298,7 +303,7 @@ def _preimage_section(model, kind, ch, why):
     if model.P * model.M == 1 and len(model.link) == 1:
         from .thresholds.expectations import scalar_preimages
 
-        z, y, sols = scalar_preimages(model)
+        _, _, sols = scalar_preimages(model)
         if sols is None:
             sec.add("preimages", "preimages z(y_obs)", note="not derivable: SymPy cannot solve "
                     "g(z) = y_obs")
@@ -424,10 +429,14 @@ def _threshold_sections(model, kind, ch, Jf, mu, ys, values, noise, prior, funcs
     th.add("prior_jacobian", "prior Jacobian at Q_hat = 0 on the symmetric basis "
            "(F_prior'(0) rho . rho)", sp.Matrix(Jp.tolist()))
     th.add("operator_matrix", "A = prior Jacobian . F on the symmetric basis", A)
-    eq = sp.Eq(sp.expand((sp.eye(A.rows) - ALPHA * A).det()), 0)
+    char = sp.ImmutableMatrix(sp.eye(A.rows) - ALPHA * A)
+    expanded = A.rows <= MAX_EXPANDED
+    eq = sp.Eq(sp.expand(char.det()) if expanded else sp.Determinant(char), 0)
     th.add("threshold_equation", "alpha_c: the smallest positive root of det(I - alpha A) = 0 "
            "(alpha_c = 1/lambda_max(A))", eq,
-           note="unless the first-moment statistic is non-zero (then alpha_c = 0)")
+           note="unless the first-moment statistic is non-zero (then alpha_c = 0)" + (
+               "" if expanded else f"; the determinant ({A.rows} x {A.rows}) is left "
+               "unexpanded: its polynomial in alpha has too many terms to print"))
     if A.rows == 1:
         th.add("alpha_c", "alpha_c", sp.solve(eq, ALPHA)[0])
     method = choose_method(model, noise)
