@@ -407,3 +407,7 @@ def register(sub) -> None:
     from .thresholds_cli import register_threshold
 
     register_threshold(ssub)      # smi threshold, smi phase-diagram
+
+    from .derive_cli import register_derive
+
+    register_derive(ssub)

@@ -189,3 +189,15 @@ PHASE_DIAGRAM = {
 }
 PHASE_DIAGRAM["target_error"] = THRESHOLD["target_error"].with_default(1e-4)
 SKIP_GRID = SKIP.with_default(doc="skip strength c of the phase diagram's grid (geometric)")
+
+#: ``smi derive``: any shipped model or a model file, and the channel's output noise
+DERIVE = {
+    "model": model_param("derive"), "depth": DEPTH, "seq_len": SEQ_LEN, "skip": SKIP,
+    "inv_temp": INV_TEMP,
+    "noise": NOISE.with_default(doc="variance of the Gaussian output noise the channel is "
+                                    "derived for, printed as the symbol Delta (none: the "
+                                    "noiseless channel; a model without one says so)"),
+    "format": Param.choice("markdown", "latex", "sympy", default="markdown",
+                           doc="markdown (each expression as LaTeX and as SymPy), latex, or "
+                               "sympy (lines `key = expression`, read back by sympy.sympify)"),
+}

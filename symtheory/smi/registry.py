@@ -11,6 +11,7 @@ symbolically).  Importing this module imports nothing numeric.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Callable
@@ -49,7 +50,9 @@ def option(name: str) -> str:
 
 
 _SE_TASKS = ("se", "error", "gamp", "sgd")
-MODELS = {m.name: m for m in (
+#: tasks that take every shipped model (``smi derive`` prints what was derived for any)
+_EVERY = ("derive",)
+MODELS = {m.name: dataclasses.replace(m, tasks=m.tasks + _EVERY) for m in (
     ShippedModel("attention", "deep tied softmax attention (smi.md 2; the paper's model)",
                  ("depth", "seq_len", "skip", "inv_temp"), _SE_TASKS + ("threshold",),
                  sizes=lambda v: (v["depth"], v["seq_len"], v["seq_len"] ** 2),
@@ -73,7 +76,8 @@ MODELS = {m.name: m for m in (
 
 
 def names(task: str) -> tuple:
-    """The models ``task`` (``se``, ``error``, ``gamp``, ``sgd``, ``threshold``) offers."""
+    """The models ``task`` (``se``, ``error``, ``gamp``, ``sgd``, ``threshold``, ``derive``)
+    offers."""
     return tuple(n for n, m in MODELS.items() if task in m.tasks)
 
 

@@ -70,7 +70,7 @@ def _linear_forms(model):
             _, facs = linear_factors(arg, list(model.indices))
         except NotApplicable:
             continue
-        forms.extend((a, c) for a, c, _ in facs)
+        forms.extend((a, c) for a, c, _, _ in facs)
     return forms
 
 

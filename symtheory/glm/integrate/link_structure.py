@@ -64,7 +64,8 @@ def switch_arguments(expr):
 
 def linear_factors(arg, zsyms):
     """``arg = const * prod_i f_i^{k_i}`` with every ``f_i`` affine in ``zsyms``:
-    returns ``(const, [(coefficients (d,), offset, power)])`` (floats)."""
+    returns ``(const, [(coefficients (d,), offset, power, f_i)])`` (floats; ``f_i`` the
+    SymPy factor)."""
     const, facs = sp.factor_list(sp.expand(arg))
     zset = set(zsyms)
     out = []
@@ -79,7 +80,7 @@ def linear_factors(arg, zsyms):
         if poly.total_degree() != 1:
             raise NotApplicable(f"factor {f} of {arg} is not linear in the indices")
         coef = np.array([_numeric(poly.coeff_monomial(z), "coefficient") for z in zsyms])
-        out.append((coef, _numeric(poly.coeff_monomial(1), "offset"), int(k)))
+        out.append((coef, _numeric(poly.coeff_monomial(1), "offset"), int(k), f))
     return _numeric(const, "constant factor"), out
 
 
@@ -97,6 +98,11 @@ class DiscreteStructure:
     blocks: tuple              # tuple of tuples of form indices
     patterns: np.ndarray       # (2^K, K) of +-1
     values: np.ndarray         # (2^K, n_out)
+    #: the symbolic pieces the numbers come from: the forms as SymPy expressions (up to
+    #: a positive factor), their sign symbols ``s_j`` and the link rewritten in them
+    form_exprs: tuple = ()
+    sign_symbols: tuple = ()
+    in_signs: sp.Matrix | None = None
 
     def describe(self) -> str:
         sizes = "+".join(str(len(b)) for b in self.blocks)
@@ -123,15 +129,16 @@ def discrete_structure(link: sp.Matrix, indices: sp.Matrix, params: dict, *, max
     atoms = switch_arguments(sp.Matrix(list(g)))
     if not atoms:
         raise NotApplicable("the link has no sign, Heaviside or Piecewise switch")
-    forms, offsets = [], []
+    forms, offsets, exprs = [], [], []
 
-    def form_index(coef, offset):
+    def form_index(coef, offset, expr):
         c, o, orient = _canonical(coef, offset)
         for i, (f, off) in enumerate(zip(forms, offsets)):
             if np.allclose(f, c, rtol=0, atol=1e-12) and abs(off - o) <= 1e-12 * (1 + abs(o)):
                 return i, orient
         forms.append(c)
         offsets.append(o)
+        exprs.append(sp.Integer(int(orient)) * expr)
         return len(forms) - 1, orient
 
     replacement = {}
@@ -142,15 +149,16 @@ def discrete_structure(link: sp.Matrix, indices: sp.Matrix, params: dict, *, max
         if not (arg.free_symbols & zset):
             continue
         const, facs = linear_factors(arg, zsyms)
-        pending.append((atom, orientation, const, [(form_index(c, o), k) for c, o, k in facs]))
+        pending.append((atom, orientation, const, [(form_index(c, o, f), k) for c, o, k, f in facs]))
     K = len(forms)
     if K > max_forms:
         raise NotApplicable(f"{K} sign forms (> {max_forms}): too many regions")
     s_syms = sp.symbols(f"s0:{K}", real=True)
     for atom, orientation, const, facs in pending:
-        S = sp.sign(const) * orientation
+        # integer signs: the link in the s_j stays exact (smi derive prints it)
+        S = sp.Integer(int(np.sign(const) * orientation))
         for (i, orient), k in facs:
-            S = S * (orient * s_syms[i]) ** k
+            S = S * (int(orient) * s_syms[i]) ** k
         if isinstance(atom, sp.sign):
             replacement[atom] = S
         elif isinstance(atom, sp.Heaviside):
@@ -176,7 +184,8 @@ def discrete_structure(link: sp.Matrix, indices: sp.Matrix, params: dict, *, max
     values = np.array(values)
     if not np.all(np.isfinite(values)):
         raise NotApplicable("the link has non-finite values on some sign region")
-    return DiscreteStructure(L, c, blocks, patterns, values)
+    return DiscreteStructure(L, c, blocks, patterns, values, tuple(exprs), tuple(s_syms),
+                             rewritten)
 
 
 def token_blocks(L, P, M):

@@ -188,18 +188,32 @@ def _cells_operator_mp(model, cells_spec, noise_variance, dps):
 
 
 # ---------------------------------------------------------------------- scalar noisy links
-def _scalar_breakpoints(model):
-    """SymPy pieces of a one-index link ``g``: the index ``z``, ``g``, the symbol ``y`` of
-    the preimage branches, the branches ``z(y)`` solving ``g(z) = y`` (SymPy expressions;
-    each path lambdifies them for its own arithmetic) and the sorted kinks and critical
-    points of ``g`` (inner splits)."""
+#: the observation of a one-index link in :func:`scalar_preimages`
+Y_OBS = sp.Symbol("y_obs", real=True)
+
+
+def scalar_preimages(model):
+    """``(z, y_obs, branches)``: the solutions ``z(y_obs)`` of ``g(z) = y_obs`` of a
+    one-index link as SymPy gives them (``sp.solve``; possibly ``Piecewise`` with a
+    ``nan`` default where a branch does not exist), or ``None`` when SymPy cannot solve
+    it.  The split points of the scalar quadrature (Eq. 15) and what ``smi derive``
+    prints."""
     z = model.indices[0, 0]
     g = model.link[0].xreplace(model.params)
-    ysym = sp.Symbol("y_obs", real=True)
     try:
-        branches = list(sp.solve(sp.Eq(g, ysym), z))
+        return z, Y_OBS, sp.solve(sp.Eq(g, Y_OBS), z)
     except (NotImplementedError, ValueError, TypeError):
-        branches = []
+        return z, Y_OBS, None
+
+
+def _scalar_breakpoints(model):
+    """SymPy pieces of a one-index link ``g``: the index ``z``, ``g``, the symbol ``y`` of
+    the preimage branches, the branches ``z(y)`` solving ``g(z) = y`` (SymPy expressions,
+    from :func:`scalar_preimages`; each path lambdifies them for its own arithmetic) and
+    the sorted kinks and critical points of ``g`` (inner splits)."""
+    z, ysym, sols = scalar_preimages(model)
+    g = model.link[0].xreplace(model.params)
+    branches = list(sols or [])
     points = set()
     for a in g.atoms(sp.Abs, sp.Heaviside, sp.sign, sp.Max, sp.Min):
         for arg in a.args:

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import sympy as sp
 
 from ...core.result import Result, alias
 from ...core.validate import ParameterError
@@ -23,46 +24,63 @@ from ..integrate.reduced_posterior import ReducedPosterior
 
 
 # ---------------------------------------------------------------------- linear algebra
-def sym_basis(P: int):
+def sym_basis(P: int, *, exact: bool = False):
     """Orthonormal basis of symmetric ``P x P`` matrices (Frobenius): ``E_aa`` and
     ``(E_ab + E_ba)/sqrt(2)``, a < b (Eq. (16) of arXiv:2502.00901).  Returns ``(labels,
-    matrices)``."""
+    matrices)``; ``exact``: SymPy numbers in an object array (for the symbolic operator
+    that ``smi derive`` prints, through the same functions as the numbers)."""
+    half = sp.sqrt(2) / 2 if exact else 1.0 / math.sqrt(2.0)
+    zero, one = (sp.S.Zero, sp.S.One) if exact else (0.0, 1.0)
     labels, mats = [], []
     for a in range(P):
         for b in range(a, P):
-            B = np.zeros((P, P))
+            B = np.full((P, P), zero, dtype=object if exact else float)
             if a == b:
-                B[a, a] = 1.0
+                B[a, a] = one
             else:
-                B[a, b] = B[b, a] = 1.0 / math.sqrt(2.0)
+                B[a, b] = B[b, a] = half
             labels.append((a, b))
             mats.append(B)
     return labels, np.array(mats)
 
 
 def operator_matrix(T: np.ndarray) -> np.ndarray:
-    """Matrix of ``Gamma -> F(Gamma)_{ab} = sum_cd T[a,b,c,d] Gamma_cd`` on :func:`sym_basis`."""
+    """Matrix of ``Gamma -> F(Gamma)_{ab} = sum_cd T[a,b,c,d] Gamma_cd`` on :func:`sym_basis`
+    (an object array of SymPy entries gives the exact basis and a SymPy matrix)."""
     P = T.shape[0]
-    _, B = sym_basis(P)
+    _, B = sym_basis(P, exact=T.dtype == object)
     return np.einsum("iab,abcd,jcd->ij", B, T, B)
 
 
-def prior_jacobian(prior, P: int) -> np.ndarray:
+def prior_slope(prior, *, exact: bool = False):
+    """``F'(0)``, the derivative of the prior's scalar overlap map at ``Q_hat = 0``: the
+    kernel's derived expression at 0, evaluated (float) or as SymPy (``exact``)."""
+    if exact:
+        return sp.simplify(prior._kernel.outputs[1].subs(prior._kernel.args[0], 0))
+    return float(prior._kernel.vec(np.zeros(1))[0, 1])
+
+
+def prior_jacobian(prior, P: int, *, exact: bool = False) -> np.ndarray:
     """Jacobian of the prior map ``Q = F_prior(Q_hat)`` at ``Q_hat = 0`` on :func:`sym_basis`.
 
     Eq. (15) of arXiv:2502.00901: ``Q^{t+1} ~ rho (dF/dqhat(0)) Q_hat rho`` -- for a
     rotation-invariant prior the matrix function of its scalar overlap map has derivative
     ``F'(0) Gamma`` at 0 (Daleckii-Krein: all divided differences at the eigenvalue 0 equal
     ``F'(0)``). ``F'(0)`` is the derived derivative of the prior's scalar map (1 for N(0,
-    1), i.e. ``d/dQ_hat [Q_hat (I + Q_hat)^{-1}] = I`` at 0)."""
-    slope = float(prior._kernel.vec(np.zeros(1))[0, 1])
+    1), i.e. ``d/dQ_hat [Q_hat (I + Q_hat)^{-1}] = I`` at 0).  ``exact``: SymPy entries
+    (``rho`` taken as exact rationals)."""
+    slope = prior_slope(prior, exact=exact)
     rho = prior.rho(P)
-    _, B = sym_basis(P)
+    if exact:
+        rho = np.array([[sp.nsimplify(v, rational=True) for v in row] for row in rho],
+                       dtype=object)
+    _, B = sym_basis(P, exact=exact)
     return slope * np.einsum("iab,ac,jcd,db->ij", B, rho, B, rho)
 
 
 def tensor_from_jacobians(J: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``T[a,b,c,d] = sum_i w_i sum_{m,n} J_i[a,m,c,n] J_i[b,m,d,n]`` (Eq. 15)."""
+    """``T[a,b,c,d] = sum_i w_i sum_{m,n} J_i[a,m,c,n] J_i[b,m,d,n]`` (Eq. 15); object
+    arrays of SymPy entries give the symbolic tensor."""
     return np.einsum("i,iamcn,ibmdn->abcd", w, J, J, optimize=True)
 
 
