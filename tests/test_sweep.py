@@ -345,6 +345,9 @@ def test_claims_of_dead_or_expired_runs_are_retaken_live_ones_waited_for(
     assert (rep.computed, rep.taken_over, rep.in_progress, rep.complete) == (3, 2, 1, False)
     assert "1 tasks are in progress in another run" in rep.summary()
     assert "2 tasks claimed by a run that died" in rep.summary()
+    from symtheory.sweep.results import status_text
+    with Store(store, readonly=True) as st:
+        assert "1 tasks in progress (claimed by 1 running run(s): elsewhere:8:c)" in status_text(st)
 
     def other_run_finishes():  # the run holding p2 stores it a moment later
         time.sleep(1.5)
