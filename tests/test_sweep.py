@@ -363,6 +363,24 @@ def test_claims_of_dead_or_expired_runs_are_retaken_live_ones_waited_for(
     assert "1 tasks are being computed by another run" in capsys.readouterr().err
 
 
+def test_sweep_bar_shows_its_eta_and_failures_on_a_terminal(fake_family, tmp_path, monkeypatch):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setenv("FAKEFAM_LOG", str(tmp_path / "computed.log"))
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    rep = run(_slow_spec(30), store=tmp_path / "s.sqlite", serial=True, progress=True)
+    assert rep.complete
+    last = term.getvalue().strip().split("\r")[-1]
+    # 20 ms a task, the first one (compilation) not timed: ETA 0s at the end
+    assert last.startswith("shared: 100%") and " 30/30 task [" in last
+    assert last.endswith(", ETA 0s, failed=0, lost=0]") and term.getvalue().endswith("\n")
+
+
 # ---------------------------------------------------------------------- store
 def _result(status="ok", code="c1", y=1.0):
     return {"status": status, "outputs": {"y": y} if status == "ok" else None,

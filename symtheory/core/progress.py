@@ -46,12 +46,13 @@ class WorkBar:
     still kept).
     """
 
-    def __init__(self, *, desc: str = "", unit: str = "it", total=None, enabled: bool = True,
-                 clock=time.monotonic, scale=None, file=None):
+    def __init__(self, *, desc: str = "", unit: str = "it", total=None, initial=0,
+                 enabled: bool = True, clock=time.monotonic, scale=None, file=None):
         self.clock, self.done, self.scale = clock, 0.0, scale or (lambda c, a, b: c)
         self._costs: dict = {}
         self._kind, self._measured = None, _NOTHING
-        self.left = None if total is None else [(float(total), None)]
+        self.left = None if total is None else [(float(total - initial), None)]
+        self.note = ""  # shown after the ETA (e.g. "failed=0, lost=0")
         self._last = clock()
         self._bar = None
         if enabled:
@@ -59,7 +60,8 @@ class WorkBar:
 
             # disable=None: tqdm turns itself off when the stream is not a TTY; our ETA
             # replaces tqdm's remaining time (its rate averages in the compiling updates)
-            self._bar = tqdm(total=total, desc=desc, unit=unit, file=file or sys.stderr,
+            self._bar = tqdm(total=total, initial=initial, desc=desc, unit=unit,
+                             file=file or sys.stderr,
                              leave=True, disable=None, dynamic_ncols=True, mininterval=0.5,
                              bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} "
                                         "[{elapsed}{postfix}]")
@@ -86,7 +88,8 @@ class WorkBar:
         else:
             self.left = [(max(float(n), 0.0), k) for n, k in work]
         if self._bar is not None:
-            self._bar.total = None if self.left is None else self.done + sum(n for n, _ in self.left)
+            total = None if self.left is None else self._bar.n + sum(n for n, _ in self.left)
+            self._bar.total = int(total) if total is not None and total == int(total) else total
         self._show()
 
     def cost(self, kind=None):
@@ -105,7 +108,8 @@ class WorkBar:
 
     def _show(self, refresh=False) -> None:
         if self._bar is not None:
-            self._bar.set_postfix_str(f"ETA {format_seconds(self.eta())}", refresh=refresh)
+            self._bar.set_postfix_str(f"ETA {format_seconds(self.eta())}"
+                                      + (f", {self.note}" if self.note else ""), refresh=refresh)
 
     def close(self) -> None:
         if self._bar is not None:

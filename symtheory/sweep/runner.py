@@ -220,8 +220,12 @@ class _Recorder:
     """Commits results as they arrive (one transaction per arrival) and keeps the report
     and the progress bar (tasks done / total, rate, ETA, failures) up to date."""
 
-    def __init__(self, store, report, code, bar, owner):
+    def __init__(self, store, report, code, bar, owner, pending):
         self.store, self.report, self.code, self.bar, self.owner = store, report, code, bar, owner
+        self.left: dict = {}  # tasks left per computation: the bar's ETA costs each kind
+        self._seen: set = set()  # computations with a result in this run
+        for p in pending:
+            self.left[p.computation] = self.left.get(p.computation, 0) + 1
 
     def __call__(self, pairs) -> None:
         rep, keep = self.report, []
@@ -242,19 +246,30 @@ class _Recorder:
         self.store.add_many(keep)
         rep.store_seconds += time.perf_counter() - t0
         rep.computed += len(keep)
-        self.tick(len(pairs))
+        self.tick(pairs)
 
     def lost(self, points, why) -> None:
         self.report.lost += len(points)
         self.store.release(self.owner, [p.key for p in points])  # free for the next run
         warnings.warn(f"{len(points)} task(s) lost ({why}), e.g. {points[0].computation} "
                       f"{points[0].params}; not stored", SweepWarning, stacklevel=3)
-        self.tick(len(points))
+        self.tick([(p, None) for p in points], timed=False)
 
-    def tick(self, n) -> None:
-        if self.bar is not None:
-            self.bar.update(n)
-            self.bar.set_postfix(failed=self.report.failed, lost=self.report.lost, refresh=False)
+    def tick(self, pairs, *, timed=True) -> None:
+        """Advance the bar by ``pairs`` (a lost task, or another run's, is not timed): the
+        first result of a computation in this run is not timed either, it includes the
+        workers' compilation."""
+        if self.bar is None or not pairs:
+            return
+        comp = pairs[0][0].computation
+        for p, _ in pairs:
+            self.left[p.computation] = max(self.left.get(p.computation, 0) - 1, 0)
+        first = timed and comp not in self._seen
+        if timed:
+            self._seen.add(comp)
+        self.bar.note = f"failed={self.report.failed}, lost={self.report.lost}"
+        self.bar.advance(len(pairs), kind=comp, warm=first or not timed)
+        self.bar.remaining([(n, c) for c, n in self.left.items()])
 
 
 #: a run's claim on a task lasts this long unless renewed; a run renews its claims every
@@ -321,7 +336,7 @@ def run(spec, *, store=None, scheduler=None, client=None, workers: int | None = 
         t0 = time.perf_counter()
         bar = _bar(spec.name, len(points), report.stored_before, progress)
         claims = _Claims(st, code, lease, redo, since, report)
-        record = _Recorder(st, report, code, bar, claims.owner)
+        record = _Recorder(st, report, code, bar, claims.owner, pending)
         heartbeat = _Heartbeat(spec.store, claims.owner, lease)
         own_client = cluster = None
         try:
@@ -347,7 +362,7 @@ def run(spec, *, store=None, scheduler=None, client=None, workers: int | None = 
                     _run_dask(todo, record, claims, client=client, retries=retries,
                               max_in_flight=max_in_flight, batch=batch)
                 left = {p.key for p in todo if p.key not in claims.attempted}
-                claims.tick_others(left, bar)
+                claims.tick_others(left, todo, record)
                 busy = left & set(st.claims(code))
                 if busy and not wait:
                     report.in_progress = len(busy)
@@ -397,12 +412,11 @@ class _Claims:
         got = set(got)
         return [p for p in points if p.key in got]
 
-    def tick_others(self, left, bar) -> None:
+    def tick_others(self, left, todo, record) -> None:
         """Advance the bar by the tasks of ``left`` another run stored since last time."""
         done = self._stored_by_others(left) - self._seen_others
         self._seen_others |= done
-        if bar is not None and done:
-            bar.update(len(done))
+        record.tick([(p, None) for p in todo if p.key in done], timed=False)
 
     def _stored_by_others(self, keys) -> set:
         return {r["point_key"] for r in self.store.rows(source_hash=self.code, keys=keys)
@@ -447,11 +461,11 @@ class _Heartbeat:
 def _bar(name, total, initial, enabled):
     if not enabled:
         return None
-    from tqdm import tqdm
+    from ..core.progress import WorkBar
 
-    # disable=None: quiet when stderr is not a TTY (a log file gets no bar)
-    return tqdm(total=total, initial=initial, desc=name, unit="task", file=sys.stderr,
-                disable=None, dynamic_ncols=True, mininterval=0.5, smoothing=0.1)
+    # quiet when stderr is not a TTY (a log file gets no bar); the ETA costs each
+    # computation from its measured results, the first one (compilation) left out
+    return WorkBar(desc=name, unit="task", total=total, initial=initial)
 
 
 #: automatic batches aim at Dask tasks of about this many seconds (Dask's guidance: tasks
