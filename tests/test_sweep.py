@@ -224,6 +224,16 @@ def square(x, seed):
     if x < 0:
         warnings.warn("negative x", RuntimeWarning)
     return {"y": x * x, "convergence": convergence(converged=True, iterations=1, residual=0.0)}
+
+
+@computation("fakefam.slow", params={"x": Param.real()}, outputs=("y",))
+def slow(x):
+    """Takes 20 ms and logs each computation (the shared-store tests count them)."""
+    import os, time
+    time.sleep(0.02)
+    with open(os.environ["FAKEFAM_LOG"], "a") as log:
+        log.write(f"{x!r}\\n")
+    return {"y": -x, "convergence": convergence(converged=True, iterations=1, residual=0.0)}
 '''
 
 
@@ -279,6 +289,96 @@ def test_declaration_must_match_its_function():
         tasks.computation("fakefam.bad", params={"x": Param.real()})(lambda y: {})
     with pytest.raises(ValueError, match="<family>.<name>"):
         tasks.computation("nodot", params={"x": Param.real()})(lambda x: {})
+
+
+# ---------------------------------------------------------------------- shared stores
+def _slow_spec(n):
+    return {"name": "shared", "run": [{"computation": "fakefam.slow", "x": list(map(float, range(n)))}]}
+
+
+def test_two_runs_on_one_store_compute_each_task_once(fake_family, tmp_path, monkeypatch, capsys):
+    """Two concurrent runs claim tasks in the store: every task is computed once, both
+    end with the whole grid stored, and each counts the other's tasks."""
+    import threading
+
+    log = tmp_path / "computed.log"
+    monkeypatch.setenv("FAKEFAM_LOG", str(log))
+    store, n, reports = tmp_path / "shared.sqlite", 40, {}
+    runs = [threading.Thread(target=lambda i=i: reports.__setitem__(
+        i, run(_slow_spec(n), store=store, serial=True, progress=False))) for i in range(2)]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join()
+    computed = log.read_text().split()
+    assert sorted(computed) == sorted(repr(float(x)) for x in range(n))  # each exactly once
+    a, b = reports[0], reports[1]
+    assert a.complete and b.complete
+    assert a.computed + b.computed == n and a.computed > 0 and b.computed > 0
+    assert (a.by_others, b.by_others) == (b.computed, a.computed)
+    assert "computed by another run sharing the store" in a.summary()
+    with Store(store) as st:
+        assert st.db.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0  # all released
+
+
+def test_claims_of_dead_or_expired_runs_are_retaken_live_ones_waited_for(
+        fake_family, tmp_path, monkeypatch, capsys):
+    import socket
+    import threading
+
+    from symtheory.core.derive import package_digest
+    from symtheory.sweep.runner import execute_point
+
+    monkeypatch.setenv("FAKEFAM_LOG", str(tmp_path / "computed.log"))
+    spec, store, code = load_spec(_slow_spec(4)), tmp_path / "s.sqlite", package_digest()
+    p0, p1, p2, p3 = spec.points()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    with Store(store) as st:
+        # expired lease of another host; a live lease held by a process of this host that
+        # is gone; a live lease of another host (a run in progress elsewhere)
+        assert st.claim([p0.key], code, "elsewhere:7:a", lease=-1.0)[0] == [p0.key]
+        assert st.claim([p1.key], code, f"{socket.gethostname()}:{dead}:b", lease=600)[0] == [p1.key]
+        assert st.claim([p2.key], code, "elsewhere:8:c", lease=600)[0] == [p2.key]
+        assert st.claim([p2.key], code, "me:1:d", lease=600) == ([], 0)  # held: refused
+    rep = run(spec.source, store=store, serial=True, progress=False, wait=False)
+    assert (rep.computed, rep.taken_over, rep.in_progress, rep.complete) == (3, 2, 1, False)
+    assert "1 tasks are in progress in another run" in rep.summary()
+    assert "2 tasks claimed by a run that died" in rep.summary()
+    from symtheory.sweep.results import status_text
+    with Store(store, readonly=True) as st:
+        assert "1 tasks in progress (claimed by 1 running run(s): elsewhere:8:c)" in status_text(st)
+
+    def other_run_finishes():  # the run holding p2 stores it a moment later
+        time.sleep(1.5)
+        with Store(store) as st:
+            st.add(p2, execute_point(p2.computation, p2.params))
+
+    helper = threading.Thread(target=other_run_finishes)
+    helper.start()
+    capsys.readouterr()
+    rep = run(spec.source, store=store, serial=True, progress=False)
+    helper.join()
+    assert (rep.computed, rep.by_others, rep.in_progress, rep.complete) == (0, 1, 0, True)
+    assert "1 tasks are being computed by another run" in capsys.readouterr().err
+
+
+def test_sweep_bar_shows_its_eta_and_failures_on_a_terminal(fake_family, tmp_path, monkeypatch):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setenv("FAKEFAM_LOG", str(tmp_path / "computed.log"))
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    rep = run(_slow_spec(30), store=tmp_path / "s.sqlite", serial=True, progress=True)
+    assert rep.complete
+    last = term.getvalue().strip().split("\r")[-1]
+    # 20 ms a task, the first one (compilation) not timed: ETA 0s at the end
+    assert last.startswith("shared: 100%") and " 30/30 task [" in last
+    assert last.endswith(", ETA 0s, failed=0, lost=0]") and term.getvalue().endswith("\n")
 
 
 # ---------------------------------------------------------------------- store

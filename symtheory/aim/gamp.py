@@ -32,12 +32,14 @@ Initialisation (aim.md 5): ``S_hat = sqrt(rho) I`` (the prior mean), ``V = 1`` (
 from __future__ import annotations
 
 import math
+import sys
 import time
 import warnings
 
 import numpy as np
 
 from ..core import validate
+from ..core.journal import task_key
 from ..core.solvers import ConvergenceWarning
 from . import data as aim_data
 
@@ -256,8 +258,13 @@ def se_mse(alpha, rho, seq_len, link, delta=0.0, hardmax_variant="bayes") -> flo
 def gamp_curve(alphas, *, d: int = 200, rho: float = 0.5, seq_len: int = 2,
                link: str = "softmax", inv_temp: float = 1.0, delta: float = 0.0,
                seeds=(0,), damping: float = 0.5, max_iter: int = 100, tol: float = 1e-9,
-               hardmax_variant: str = "bayes", progress: bool = False):
+               hardmax_variant: str = "bayes", progress: bool = False, journal=None):
     """GAMP-RIE runs over ``alphas`` x ``seeds`` (aim.md 5): ``(summary, trace)`` tables.
+
+    ``journal``: a path (or :class:`~symtheory.core.journal.Journal`) where each run's
+    rows are committed as the run ends; runs it already holds for the same parameters and
+    code are not recomputed (an interrupted call keeps what it finished, and the same call
+    again completes it, saying so on stderr).
 
     ``summary``: one row per run -- ``alpha`` (realised ``n/d^2``), ``seed``, ``n``,
     ``mse`` = ``(1/d)||S_hat - S||_F^2`` of the returned estimate, ``variance`` (the
@@ -282,31 +289,27 @@ def gamp_curve(alphas, *, d: int = 200, rho: float = 0.5, seq_len: int = 2,
                                    "se_variance", "D")}
     jobs = [(a, s) for a in alphas for s in seeds]
     se_cache: dict = {}
-    for a, s in progress_bar(jobs, desc="AIM GAMP", enabled=progress):
-        data = aim_data.generate(d, a, rho=rho, seq_len=seq_len, link=link, inv_temp=inv_temp,
-                                 delta=delta, seed=s)
-        res = run_gamp(data, damping=damping, max_iter=max_iter, tol=tol,
-                       hardmax_variant=hardmax_variant)
-        if data.alpha not in se_cache:
-            se_cache[data.alpha] = [se_mse(data.alpha, rho, seq_len, link, delta, hardmax_variant)]
-            if hardmax:
-                se_cache[data.alpha].append(se_mse(data.alpha, rho, 2, link, 0.0,
-                                                   "joint-density"))
-        se = se_cache[data.alpha]
-        vals = dict(alpha=data.alpha, seed=s, n=data.n, mse=res.final_mse,
-                    variance=res.variance, se_mse=se[0], converged=res.converged,
-                    iterations=res.iterations, residual=res.residual, stopped=res.stopped,
-                    damping=res.damping, seconds=round(res.seconds, 3))
-        if hardmax:
-            vals["se_mse_joint_density"] = se[1]
-        for c in rows:
-            rows[c].append(vals[c])
-        tr = res.trace
-        for i in range(len(tr["iteration"])):
-            for c, v in (("alpha", data.alpha), ("seed", s), ("iteration", tr["iteration"][i]),
-                         ("mse", tr["mse"][i]), ("variance", tr["variance"][i]),
-                         ("se_variance", tr["se_variance"][i]), ("D", tr["D"][i])):
-                trace[c].append(v)
+    setting = dict(d=d, rho=rho, seq_len=seq_len, link=link, inv_temp=inv_temp, delta=delta,
+                   damping=damping, max_iter=max_iter, tol=tol,
+                   hardmax_variant=hardmax_variant if hardmax else None)
+    with _journal(journal) as book:
+        finished = book.done() if book is not None else {}
+        keys = [task_key(dict(setting, alpha=a, seed=s)) for a, s in jobs]
+        ahead = sum(k in finished for k in keys)
+        if ahead:
+            print(f"AIM GAMP: {ahead} of {len(jobs)} runs already done in {book.path}, not "
+                  f"recomputed; computing {len(jobs) - ahead}", file=sys.stderr)
+        for (a, s), key in progress_bar(list(zip(jobs, keys)), desc="AIM GAMP",
+                                        enabled=progress):
+            rec = finished.get(key)
+            if rec is None:
+                rec = _gamp_job(a, s, setting, se_cache)
+                if book is not None:
+                    book.put(key, rec)
+            for c in rows:
+                rows[c].append(rec["row"][c])
+            for c in trace:
+                trace[c].extend(rec["trace"][c])
     import symtheory
 
     meta = {"model": "aim", "algorithm": "GAMP-RIE (aim.md 5)",
@@ -317,6 +320,43 @@ def gamp_curve(alphas, *, d: int = 200, rho: float = 0.5, seq_len: int = 2,
             "hardmax_variant": hardmax_variant if hardmax else None,
             "symtheory": symtheory.__version__}
     return Table(rows, dict(meta)), Table(trace, dict(meta, table="per-iteration trace"))
+
+
+def _journal(journal):
+    from contextlib import closing, nullcontext
+
+    from ..core.journal import Journal
+
+    if journal is None or isinstance(journal, Journal):
+        return nullcontext(journal)
+    return closing(Journal(journal))
+
+
+def _gamp_job(a, s, setting, se_cache) -> dict:
+    """One run of :func:`gamp_curve`: ``{"row": summary row, "trace": its trace columns}``."""
+    d, rho, seq_len, link, delta = (setting[k] for k in ("d", "rho", "seq_len", "link", "delta"))
+    hardmax, hardmax_variant = link == "hardmax", setting["hardmax_variant"] or "bayes"
+    data = aim_data.generate(d, a, rho=rho, seq_len=seq_len, link=link,
+                             inv_temp=setting["inv_temp"], delta=delta, seed=s)
+    res = run_gamp(data, damping=setting["damping"], max_iter=setting["max_iter"],
+                   tol=setting["tol"], hardmax_variant=hardmax_variant)
+    if data.alpha not in se_cache:
+        se_cache[data.alpha] = [se_mse(data.alpha, rho, seq_len, link, delta, hardmax_variant)]
+        if hardmax:
+            se_cache[data.alpha].append(se_mse(data.alpha, rho, 2, link, 0.0,
+                                               "joint-density"))
+    se = se_cache[data.alpha]
+    vals = dict(alpha=data.alpha, seed=s, n=data.n, mse=res.final_mse,
+                variance=res.variance, se_mse=se[0], converged=res.converged,
+                iterations=res.iterations, residual=res.residual, stopped=res.stopped,
+                damping=res.damping, seconds=round(res.seconds, 3))
+    if hardmax:
+        vals["se_mse_joint_density"] = se[1]
+    tr = res.trace
+    steps = len(tr["iteration"])
+    return {"row": vals, "trace": {
+        "alpha": [data.alpha] * steps, "seed": [s] * steps,
+        **{c: list(tr[c][:steps]) for c in ("iteration", "mse", "variance", "se_variance", "D")}}}
 
 
 # ------------------------------------------------------------------ deep AIM (aim.md 3.7)

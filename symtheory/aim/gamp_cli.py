@@ -26,7 +26,9 @@ GAMP_DESCRIPTION = describe(
     "blew up and returned its iterate of least measured noise, damping = the damping used (a "
     "run that blows up is restarted, twice at most, with damping (1 + damping)/2), seconds.  --trace prints "
     "the per-iteration trace instead: alpha, seed, iteration, mse, variance, se_variance "
-    "(the SE iterated from the same start), D (denoising noise).",
+    "(the SE iterated from the same start), D (denoising noise).  With --out each run is "
+    "committed to STEM.tasks.sqlite there as it ends: an interrupted command keeps the runs "
+    "it finished, and the same command again computes only the others.",
     example="""\
         example (QN, kappa = 0.5, d = 200, three seeds; minutes):
           symtheory aim gamp --alpha 0.1 0.2 0.3 0.5 --seq-len 1 --link identity \\
@@ -57,14 +59,19 @@ def cmd_gamp(args) -> int:
     if args.link == "hardmax" and args.delta > 0:
         raise ParameterError("--delta must be 0 for --link hardmax (noiseless channel only)")
     alphas = checked_alphas(args)
+    from pathlib import Path
+
     from .gamp import gamp_curve
 
+    stem = f"aim_gamp_T{args.seq_len}_{args.link}_rho{args.rho:g}_d{args.d}"
+    # with --out, each finished run is committed there: an interrupted command keeps them
+    journal = Path(args.out) / f"{stem}.tasks.sqlite" if args.out else None
     summary, trace = gamp_curve(alphas, d=args.d, rho=args.rho, seq_len=args.seq_len,
                                 link=args.link, inv_temp=args.inv_temp, delta=args.delta,
                                 seeds=args.seeds, damping=args.damping, max_iter=args.max_iter,
                                 tol=args.tol, hardmax_variant=args.hardmax_variant,
-                                progress=not args.quiet and len(alphas) * len(args.seeds) > 1)
-    stem = f"aim_gamp_T{args.seq_len}_{args.link}_rho{args.rho:g}_d{args.d}"
+                                progress=not args.quiet and len(alphas) * len(args.seeds) > 1,
+                                journal=journal)
     return emit(trace if args.trace else summary, args, stem + ("_trace" if args.trace else ""),
                 lambda _table, path: plot_gamp(summary, trace, path))
 

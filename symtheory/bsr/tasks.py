@@ -179,43 +179,105 @@ def _finish(fig, ax, title, path, ylabel=r"MMSE $1 - q$ on $S^*$"):
     ax.set_ylim(bottom=0)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7 if len(ax.get_legend_handles_labels()[1]) > 8 else 8)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
 
 
-def _render_fig1(tables, folder):
+def paper_points(name: str) -> dict:
+    """The paper's own points of figure ``name`` ("fig1" or "fig2"), shipped with the
+    package (symtheory/bsr/data/README.md: source, and the rows left out as known wrong):
+    ``{column: array}`` with columns ``beta, rho, delta, alpha, mmse``."""
+    import csv
+    from importlib.resources import files
+
+    with files(__package__).joinpath("data", f"paper_{name}.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    return {c: np.array([float(r[c]) for r in rows]) for c in rows[0]}
+
+
+def _overlay(ax, table, points, by, fmt, folder, stem):
+    """The paper's points as markers in the colour of our curve for the same ``by``, and
+    alpha_PR (our ``alpha_pr`` column, bsr.md 7) as a labelled vertical line per distinct
+    value (several ``by`` values sharing one line name them all).  Writes both series
+    beside the figure (``STEM.paper_points.csv``, ``STEM.thresholds.csv``) and returns
+    their paths.  BSR has no first-order transition (bsr.md 12: no hard phase), so there
+    is no alpha_c to mark."""
+    from ..core.table import Table
+
+    values = sorted(set(np.asarray(table.columns[by], dtype=float).tolist()))
+    for i, v in enumerate(values):
+        sel = points[by] == v
+        ax.plot(points["alpha"][sel], points["mmse"][sel], "o", ms=3.5, mfc="none",
+                color=f"C{i}", label="paper (Erba et al., points)" if i == 0 else None)
+    keys = np.asarray(table.columns[by], dtype=float)
+    at = {}  # alpha_PR -> the by-values with it
+    for v in values:
+        at.setdefault(float(table["alpha_pr"][keys == v][0]), []).append(v)
+    rows = {by: [], "threshold": [], "alpha": [], "label": []}
+    for a, vs in sorted(at.items()):
+        label = rf"$\alpha_{{PR}}={a:.4g}$ (" + ", ".join(fmt(v) for v in vs) + ")"
+        ax.axvline(a, ls=":", lw=1.2, color=f"C{values.index(vs[0])}", label=label)
+        for v in vs:
+            rows[by].append(v)
+            rows["threshold"].append("alpha_PR")
+            rows["alpha"].append(a)
+            rows["label"].append(label)
+    shown = {by: [], "alpha": [], "mmse": []}
+    for v in values:
+        sel = points[by] == v
+        for c in shown:
+            shown[c].extend(points[c][sel].tolist() if c != by else [v] * int(sel.sum()))
+    meta = {"source": "Erba et al., arXiv:2410.18858, data of SPOC-group/bilinear-sequence-"
+                      "regression at 7de0afe (symtheory/bsr/data/README.md)"}
+    written = []
+    for suffix, cols in (("paper_points", shown), ("thresholds", rows)):
+        path = folder / f"{stem}.{suffix}.csv"
+        path.write_text(Table(cols, dict(meta)).to_csv())
+        written.append(path)
+    return written
+
+
+def _fig_axes(tables, folder, name):
+    """The figure ``name`` ("fig1", "fig2") drawn: ``(fig, ax, paths of the overlay
+    series)``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     t = tables["theory"]
-    fig, ax = plt.subplots(figsize=(6, 4.2))
-    _curves(ax, t, "rho", lambda v: rf"$\rho={v:g}$")
-    first = np.asarray(t.columns["rho"], dtype=float) == FIG1_RHOS[0]  # ridge: same for every rho
-    order = np.argsort(t["alpha"][first])
-    ax.plot(t["alpha"][first][order], t["ridge_mse"][first][order], ls="--", color="gray",
-            label=r"ridge ($\lambda = \Delta$)")
-    path = folder / "bsr.fig1.png"
-    _finish(fig, ax, r"BSR Fig. 1: $\beta = 1$, $\Delta = 0$", path)
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    if name == "fig1":
+        by, fmt = "rho", (lambda v: rf"$\rho={v:g}$")
+    else:
+        by, fmt = "beta", (lambda v: r"$\beta=\infty$" if math.isinf(v) else rf"$\beta={v:g}$")
+    _curves(ax, t, by, fmt)
+    if name == "fig1":
+        first = np.asarray(t.columns["rho"], dtype=float) == FIG1_RHOS[0]  # ridge: same for every rho
+        order = np.argsort(t["alpha"][first])
+        ax.plot(t["alpha"][first][order], t["ridge_mse"][first][order], ls="--", color="gray",
+                label=r"ridge ($\lambda = \Delta$)")
+    written = _overlay(ax, t, paper_points(name), by, fmt, folder, f"bsr.{name}")
+    return fig, ax, written
+
+
+def _render_fig(tables, folder, name, title):
+    import matplotlib.pyplot as plt
+
+    fig, ax, written = _fig_axes(tables, folder, name)
+    path = folder / f"bsr.{name}.png"
+    _finish(fig, ax, title, path)
     plt.close(fig)
-    return [path]
+    return [path, *written]
+
+
+def _render_fig1(tables, folder):
+    return _render_fig(tables, folder, "fig1", r"BSR Fig. 1: $\beta = 1$, $\Delta = 0$")
 
 
 def _render_fig2(tables, folder):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4.2))
-    _curves(ax, tables["theory"], "beta",
-            lambda v: r"$\beta=\infty$" if math.isinf(v) else rf"$\beta={v:g}$")
-    path = folder / "bsr.fig2.png"
-    _finish(fig, ax, r"BSR Fig. 2: $\rho = 0.5$, $\Delta = 0$", path)
-    plt.close(fig)
-    return [path]
+    return _render_fig(tables, folder, "fig2", r"BSR Fig. 2: $\rho = 0.5$, $\Delta = 0$")
 
 
 GAMP_SETTING = {"beta": 1.0, "rho": 0.5, "delta": 0.0}
@@ -335,9 +397,11 @@ def _render_gd(tables, folder):
 
 
 register_figure("bsr.fig1", title="BSR Fig. 1: Bayes-optimal MMSE vs alpha, beta = 1, "
-                "rho in {0.1, 0.2, 0.5, 1, 2}, Delta = 0", spec=_fig1_spec, render=_render_fig1)
+                "rho in {0.1, 0.2, 0.5, 1, 2}, Delta = 0, with the paper's points and alpha_PR",
+                spec=_fig1_spec, render=_render_fig1)
 register_figure("bsr.fig2", title="BSR Fig. 2: Bayes-optimal MMSE vs alpha, rho = 0.5, "
-                "beta in {1, 2, 5, inf}, Delta = 0", spec=_fig2_spec, render=_render_fig2)
+                "beta in {1, 2, 5, inf}, Delta = 0, with the paper's points and alpha_PR",
+                spec=_fig2_spec, render=_render_fig2)
 register_figure("bsr.gamp_vs_se", title="BSR GAMP-RIE (finite d, seeds) vs its state evolution "
                 "and the Bayes-optimal curve", spec=_gamp_spec, render=_render_gamp)
 register_figure("bsr.gd", title="BSR GD from prior initializations (single runs vs 2 x BO, "

@@ -18,7 +18,11 @@ symtheory sweep list                 computations and their parameters
 
 The store defaults to SPEC.sqlite beside the spec (or the spec's `store` key).  Bad specs
 (unknown computation or parameter, value out of range, empty grid) exit with status 2
-before anything runs; a sweep with failed or lost tasks exits with status 1."""
+before anything runs; a sweep with failed or lost tasks exits with status 1.  Runs may
+share a store: each task is claimed before it is computed, so a second run computes only
+the tasks nobody claimed, then waits for the others' (or, with --no-wait, reports them as
+in progress); the claims of a run that died are retaken (at once on the same host, after
+a lease of 2 minutes elsewhere)."""
 
 
 def _positive_int(name):
@@ -80,11 +84,13 @@ def _run(args) -> int:
     spec = load_spec(args.target, store=args.store)  # every error surfaces before a task runs
     report = run(spec, scheduler=args.scheduler, workers=args.workers, serial=args.serial,
                  retry_failed=args.retry_failed, progress=not args.quiet,
-                 max_in_flight=args.max_in_flight, batch=args.batch)
+                 max_in_flight=args.max_in_flight, batch=args.batch, wait=not args.no_wait)
     print(report.summary(), file=sys.stderr)
     for e in report.errors[:5]:
         print(f"  failed: {e['params']}: {e['error']}", file=sys.stderr)
-    return 0 if report.complete else 1
+    # --no-wait: tasks another run is computing are not a failure of this one
+    done = report.ok_at_end + report.in_progress == report.total and report.lost == 0
+    return 0 if done else 1
 
 
 def _status(args) -> int:
@@ -193,6 +199,9 @@ def register(sub) -> None:
                     help=f"action ({', '.join(ACTIONS)}; default run) and the spec or store")
     sw.add_argument("--store", help="results store (default: from the spec)")
     _execution_args(sw)
+    sw.add_argument("--no-wait", action="store_true",
+                    help="run: when only tasks claimed by another run sharing the store are "
+                    "left, report them as in progress and return instead of waiting")
     sw.add_argument("--retry-failed", action="store_true",
                     help="run: recompute points stored with an error by the same code")
     sw.add_argument("--max-in-flight", type=_positive_int("max-in-flight"), default=None,

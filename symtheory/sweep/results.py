@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import sqlite3
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +149,14 @@ def status_text(store: Store, spec=None) -> str:
             if got.other_code[b.label]:
                 line += f" ({got.other_code[b.label]} of them stored by other code)"
             lines.append(line)
+    try:
+        held = store.claims(code)
+    except sqlite3.OperationalError:  # a store written before claims existed
+        held = {}
+    if held:
+        owners = sorted({o for o, _ in held.values()})
+        lines.append(f"  {len(held)} tasks in progress (claimed by {len(owners)} running run(s): "
+                     + ", ".join(owners) + ")")
     lines.append("  rows by computation / code / status:")
     for comp, h, version, status, n, wall in store.counts():
         mark = " (running code)" if h == code else ""

@@ -13,11 +13,21 @@ worker, the time it finished, and the package version and source hash
 (:func:`symtheory.core.derive.package_digest`) of the code that produced it.  A point is
 identified by ``(point_key, source_hash)``: a re-run skips what the same code stored;
 changed code recomputes (older rows are kept, never overwritten).
+
+Several runs may share a store: a run *claims* a task before computing it (table
+``claims``: owner, lease expiry as Unix time), in the same transaction that checks the
+task is not stored, and storing the result drops the claim.  Claims are leases: the run
+renews its own while it lives (:meth:`Store.renew`), and a claim past its expiry, or
+held by a process of this host that no longer exists, is retaken by the next run that
+wants the task.  So two runs on one store compute each task once.
 """
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -43,6 +53,13 @@ CREATE TABLE IF NOT EXISTS results (
     source_hash TEXT NOT NULL,
     UNIQUE (point_key, source_hash)
 );
+CREATE TABLE IF NOT EXISTS claims (
+    point_key TEXT NOT NULL,
+    source_hash TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    expires REAL NOT NULL,
+    PRIMARY KEY (point_key, source_hash)
+);
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL,
@@ -65,6 +82,27 @@ _INSERT = (
     "error = excluded.error, wall_time = excluded.wall_time, worker = excluded.worker, "
     "finished_at = excluded.finished_at, version = excluded.version "
     "WHERE results.status = 'error'")
+
+
+def claim_owner(tag: str) -> str:
+    """A claim owner id: ``host:pid:tag`` (the host and process let a run on the same host
+    see that a claim's owner is gone)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{tag}"
+
+
+def _alive(owner: str) -> bool:
+    """False when ``owner`` names a process of this host that no longer exists."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another host: only its lease tells
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by another user
+        pass
+    return True
 
 
 def now() -> str:
@@ -140,6 +178,8 @@ class Store:
         together); returns the number of rows written."""
         written = 0
         with self.db:
+            self.db.executemany("DELETE FROM claims WHERE point_key = ? AND source_hash = ?",
+                                [(p.key, r["source_hash"]) for p, r in pairs])
             for point, result in pairs:
                 written += self.db.execute(_INSERT, (
                     point.computation, point.key, _dumps(point.params), point.params.get("seed"),
@@ -148,6 +188,58 @@ class Store:
                     result.get("wall_time"), result.get("worker"), now(), result["version"],
                     result["source_hash"])).rowcount
         return written
+
+    # ------------------------------------------------------------------ claims
+    def claim(self, keys, source_hash: str, owner: str, lease: float, *, redo=(),
+              since: str = "") -> tuple[list, int]:
+        """Claim the tasks ``keys`` of the code ``source_hash`` for ``owner`` until ``lease``
+        seconds from now, in one transaction: a task is claimed when no row is stored for
+        it (or its row's status is in ``redo`` and older than ``since``) and nobody else
+        holds a live claim on it.  Returns ``(claimed keys, how many of them were taken
+        over from an expired or dead owner)``."""
+        now_s, got, taken = time.time(), [], 0
+        self.db.execute("BEGIN IMMEDIATE")  # no other run reads between check and claim
+        try:
+            for key in keys:
+                row = self.db.execute("SELECT status, finished_at FROM results WHERE "
+                                      "point_key = ? AND source_hash = ?", (key, source_hash)).fetchone()
+                if row is not None and not (row[0] in redo and row[1] < since):
+                    continue
+                held = self.db.execute("SELECT owner, expires FROM claims WHERE point_key = ? "
+                                       "AND source_hash = ?", (key, source_hash)).fetchone()
+                if held is not None and held[0] != owner:
+                    if held[1] > now_s and _alive(held[0]):
+                        continue
+                    taken += 1
+                self.db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?)",
+                                (key, source_hash, owner, now_s + lease))
+                got.append(key)
+            self.db.commit()
+        except BaseException:
+            self.db.rollback()
+            raise
+        return got, taken
+
+    def renew(self, owner: str, lease: float) -> None:
+        """Extend every claim of ``owner`` to ``lease`` seconds from now (a heartbeat)."""
+        with self.db:
+            self.db.execute("UPDATE claims SET expires = ? WHERE owner = ?",
+                            (time.time() + lease, owner))
+
+    def release(self, owner: str, keys=None) -> None:
+        """Drop the claims of ``owner`` (on ``keys``, or all of them)."""
+        with self.db:
+            if keys is None:
+                self.db.execute("DELETE FROM claims WHERE owner = ?", (owner,))
+            else:
+                self.db.executemany("DELETE FROM claims WHERE owner = ? AND point_key = ?",
+                                    [(owner, k) for k in keys])
+
+    def claims(self, source_hash: str) -> dict:
+        """``{point_key: (owner, expires)}`` of the live claims on tasks of ``source_hash``."""
+        cur = self.db.execute("SELECT point_key, owner, expires FROM claims WHERE "
+                              "source_hash = ? AND expires > ?", (source_hash, time.time()))
+        return {k: (o, e) for k, o, e in cur if _alive(o)}
 
     def begin_run(self, name: str, spec: dict, version: str, source_hash: str, executor: str) -> int:
         with self.db:
