@@ -102,17 +102,11 @@ class Derivation:
 
 # ---------------------------------------------------------------------- symmetry
 def symmetry_generators(model):
-    """``[(group, flipped indices, invariant)]``: the sign flips ``Z[group] -> -Z[group]``
-    of the row groups tested at declaration (``MultiIndexModel.even_groups``) -- the one
-    place :func:`derive` reads the detected symmetries."""
-    out = []
-    for group, even in model.even_groups.items():
-        flip = sp.Matrix(model.indices)
-        for a in group:
-            for m in range(model.M):
-                flip[a, m] = -flip[a, m]
-        out.append((group, flip, bool(even)))
-    return out
+    """The link's symmetry generators: signed row permutations ``S`` with
+    ``g(S Z) = +-g(Z)``, joint flips across row groups included
+    (:attr:`MultiIndexModel.symmetries`, derived from the SymPy link) -- the one place
+    :func:`derive` reads the detected symmetries."""
+    return list(model.symmetries)
 
 
 # ---------------------------------------------------------------------- channel integral
@@ -134,15 +128,18 @@ def observed_outputs(model):
 
 
 def likelihood(model, kind):
-    """``P_out(y | Z)`` of the channel ``kind`` (``noise`` | ``reduced`` | ``discrete``):
-    Gaussian output noise of variance :data:`DELTA`, a Dirac delta on the observed
-    entries, a Kronecker delta on the finitely many values."""
+    """``P_out(y | Z)`` of the channel ``kind`` (``noise`` | ``reduced`` | ``level_set`` |
+    ``discrete``): Gaussian output noise of variance :data:`DELTA`, a Dirac delta on the
+    observed entries (on the scalar output of a level-set link), a Kronecker delta on the
+    finitely many values."""
     Y, g = model.output_symbols, model.link
     if kind == "noise":
         return sp.Mul(*[sp.exp(-(Y[i] - g[i]) ** 2 / (2 * DELTA)) / sp.sqrt(2 * sp.pi * DELTA)
                         for i in range(len(g))])
     if kind == "reduced":
         return sp.Mul(*[sp.DiracDelta(Y[i, j] - g[i, j]) for i, j in model.reduction.observed])
+    if kind == "level_set":
+        return sp.DiracDelta(Y[0] - g[0])
     return sp.Mul(*[sp.KroneckerDelta(Y[i], g[i]) for i in range(len(g))])
 
 
@@ -190,9 +187,12 @@ def _channel(model, noise):
     kind = "noise" if noise is not None else ("reduced" if model.reduction is not None
                                               else "discrete")
     try:
-        return kind, model.channel(noise, check=False), ""
+        ch = model.channel(noise, check=False)
     except (ParameterError, NotApplicable, ValueError) as exc:
         return kind, None, str(exc)
+    if getattr(ch, "structure", None) is not None and kind == "discrete":
+        kind = "level_set"
+    return kind, ch, ""
 
 
 def _kernels(obj):
@@ -230,7 +230,7 @@ def _derive(model, noise_variance, prior) -> Derivation:
     funcs = output_functions(model)
     mom, Jf, mu, ys, values = _moment_section(model, kind, ch, why, funcs)
     sections.append(mom)
-    even = all(inv for _, _, inv in gens)
+    even = all(model.even_groups.values())
     sections += _threshold_sections(model, kind, ch, Jf, mu, ys, values, noise_variance, prior,
                                     funcs, even)
     return Derivation(model.description or model.name, noise_variance, sections)
@@ -249,20 +249,16 @@ def _link_section(model):
 
 def _symmetry_section(model, gens):
     sec = Section("symmetry", "Symmetry group")
-    even = [g for g, _, inv in gens if inv]
-    for i, (group, flip, inv) in enumerate(gens):
-        rows = ", ".join(map(str, group))
-        if inv:
-            sec.add(f"symmetry_{i}", f"generator: Z -> sigma Z flipping rows [{rows}] "
-                    "(g(sigma Z) = g(Z))", flip)
-        else:
-            sec.add(f"broken_{i}", f"not a symmetry: the flip of rows [{rows}] changes the "
-                    "link, g(sigma Z) =", model.link.xreplace(dict(zip(model.indices, flip))))
-    sec.add("group_order", f"order of the group generated (Z_2^{len(even)})",
-            sp.Integer(2) ** len(even),
-            note="only the sign flips Z[group] -> -Z[group] of the declared row groups are "
-                 "tested (MultiIndexModel.even_groups); joint flips across groups and "
-                 "permutations are not detected here")
+    names = [str(model.indices[a, 0]) if model.M == 1 else f"row{a}" for a in range(model.P)]
+    for i, gen in enumerate(gens):
+        image = model.indices.xreplace(gen.substitution(model.indices))
+        sec.add(f"symmetry_{i}", f"generator: Z -> S Z, {gen.describe(names)}", image)
+    group = model.symmetry_group
+    order = sp.Integer(len(group)) if group is not None else sp.nan
+    sec.add("group_order", "order of the group generated", order,
+            note="signed permutations of whole index rows (every token alike), found by "
+                 "substituting into the SymPy link; flips of single tokens are not tried"
+                 + ("" if group is not None else "; the group has more than 50,000 elements"))
     return sec
 
 
@@ -285,6 +281,22 @@ def _preimage_section(model, kind, ch, why):
                     sp.Matrix(outs[k * Mr:(k + 1) * Mr]))
         sec.add("output_jacobian", "det d y_obs / d E (its modulus divides the density of y)",
                 ch.head_kernel.outputs[-1])
+        return sec
+    if kind == "level_set":
+        st = ch.structure
+        z = list(model.indices)
+        sec.add("level_set_branches", f"preimage branches {z[st.solved]} = h_k(y, {z[st.free]}) "
+                "of g(Z) = y (SymPy solve; the co-area integral runs over the free index)",
+                sp.Matrix(st.branches).xreplace({st.y: model.output_symbols[0, 0]}))
+        sec.add("level_set_jacobians", f"|dg/d{z[st.solved]}| at each branch (the co-area "
+                "weight 1/|dg/dz_s|)",
+                sp.Matrix(st.jacobians).xreplace({st.y: model.output_symbols[0, 0]}))
+        sec.add("level_set_critical", f"critical points in {z[st.free]} (folds, poles: the "
+                "pieces of the tanh-sinh rule)",
+                sp.Matrix(st.critical_points or [sp.nan]).xreplace(
+                    {st.y: model.output_symbols[0, 0]}))
+        sec.add("integration", "how Z_out is integrated", note=f"{ch.method}: numerical "
+                "(tanh-sinh on the level set, no closed form)")
         return sec
     structure = getattr(ch, "discrete", None)
     if structure is not None:
@@ -343,6 +355,10 @@ def _moment_section(model, kind, ch, why, funcs):
             f"reduced to a sum over the inversion branches of an integral over the free rows "
             f"{free}, integrated numerically by {rule}: no closed form" if free else
             "a finite sum over the inversion branches (no free rows): closed form"))
+    elif kind == "level_set":
+        sec.add("integration", "how Z_out is integrated", note=(
+            f"{ch.method}: the co-area integral over the free index, tanh-sinh split at the "
+            "critical points (numerical, no closed form)"))
     elif kind == "discrete":
         sec.add("integration", "how Z_out is integrated", note=(
             f"{ch.method}: Gaussian orthant probabilities of the cells, exact up to 1-D "
