@@ -60,6 +60,10 @@ def test_docs_build_has_every_page(site):
                 "tutorials/bsr_curve.html", "api/glm.html"]
     missing = [p for p in expected if not (site / p).exists()]
     assert not missing, f"pages missing from the build: {missing}"
+    # MathJax from the build, not a CDN: CI and offline readers have no network
+    assert "_static/mathjax/es5/tex-chtml.js" in (site / "index.html").read_text(), \
+        "the site loads MathJax from a CDN: install the docs extra (django-static-mathjax)"
+    assert (site / "_static" / "mathjax" / "es5" / "tex-chtml.js").exists()
 
 
 @pytest.fixture(scope="module")
