@@ -79,7 +79,12 @@ def options_page() -> str:
 
 
 def _docs(args) -> int:
-    sys.stdout.write(options_page())
+    if args.page == "validation":
+        from .validation import validation_tables
+
+        sys.stdout.write(validation_tables())
+    else:
+        sys.stdout.write(options_page())
     return 0
 
 
@@ -118,8 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
                            "and every sweep computation's parameters, with their valid "
                            "ranges, defaults and meanings, from the tasks' schemas "
                            "(symtheory.core.tasks.Param); a test checks that the committed "
-                           "page is up to date."))
-    d.add_argument("page", choices=("options",), help="the page: options")
+                           "page is up to date.  `symtheory docs validation`: the tables of "
+                           "the docs' validation page, from the stored runs (docs/figures/) "
+                           "and the papers' data (tests/reference/) of a source checkout; "
+                           "the docs build writes them itself."))
+    d.add_argument("page", choices=("options", "validation"),
+                   help="the page: options, or validation (the tables)")
     d.set_defaults(func=_docs)
     add_verbose(p)
     return p

@@ -1,7 +1,8 @@
 """Everything a reader runs by hand, run here so none of it rots unseen (marker ``smoke``):
-the derivation scripts, the notebooks (executed with nbclient), every numerics script
-with ``--quick`` (into a temporary folder), the Python snippets of README.md and docs/guide.md,
-and every command of README.md's bash blocks, timed against the time stated next to it."""
+the derivation scripts, the tutorial notebooks of the docs site (docs/tutorials/, executed
+with nbclient), every numerics script with ``--quick`` (into a temporary folder), the Python
+snippets of README.md and docs/guide.md, and every command of README.md's bash blocks,
+timed against the time stated next to it."""
 import os
 import re
 import subprocess
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the one place notebooks live: the docs site's tutorials (executed again by its build)
+NOTEBOOKS = ROOT / "docs" / "tutorials"
 pytestmark = pytest.mark.smoke
 
 
@@ -40,15 +43,15 @@ def test_numerics_quick_runs(script, tmp_path):
     assert list(tmp_path.rglob("params.json")), f"{script} --quick wrote no params.json"
 
 
-@pytest.mark.parametrize("notebook", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
+@pytest.mark.parametrize("notebook", sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")))
 def test_notebook_executes(notebook, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
+    nb = nbformat.read(NOTEBOOKS / notebook, as_version=4)
     nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+                            resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
