@@ -22,6 +22,25 @@ linearized map), the wall time of the solve, the ratio
 (both halves run in the same process, interleaved in time as closely as one can).
 Ends with ``speedup <min ratio>``.
 
+Measured 2026-11-28 on 2 cores under load ~16 (ratios only count), before ``auto`` was
+restricted to discrete outputs (the scalar row used the y-grid then; now run it with
+``observation='integrate'`` to reproduce):
+
+* scalar noisy: plain 0.4442 +- 0.00128 in 72 s; y-grid (1024 samples) 0.4508 +- 0.00028
+  in 1659 s: ratio 0.9, and the two disagree by 5.0 joint errors.  Independent check at
+  Q = 0.4475: E[g^2] = 0.54222 (40-node Gauss-Hermite over omega of the y-grid values,
+  which match scipy quad per omega to 1e-6), plain 65536 samples 0.54186 +- 0.00022,
+  y-grid RQMC 1024 samples 0.54189 +- 0.00017: the map agrees, so the fixed point's
+  error (about 0.4485 from these) is understated by both solves -- suspected: the node
+  rule's adaptive decisions make the map non-smooth below the difference step, so its
+  Jacobian (and the propagated error) is off.  Not resolved.
+* sign(z1 z2), alpha 3.5: plain 0.4702 / 0.4696 +- 0.0026 in 410 s; exact sum over y with
+  the z1 <-> z2 average (4096 samples) 0.47218 = 0.47218 +- 0.00066 in 77 s: ratio 83.8,
+  agree within 1.25 joint errors, Q11 = Q22 exactly.
+* depth-2 attention: falls back (reason printed): ratio 1.
+
+``speedup 0`` then (the scalar row disagreed).
+
 Run: ``python numerics/bench/generic_se.py [--attention]``
 """
 from __future__ import annotations
@@ -86,7 +105,8 @@ def main(argv):
             ratios.append(1.0)
             continue
         rp, ep, tp, free, note_p = run(model, alpha, noise, PLAIN_SAMPLES, "sample")
-        rn, en, tn, _, note_n = run(model, alpha, noise, new_samples, "auto")
+        rn, en, tn, _, note_n = run(model, alpha, noise, new_samples,
+                                    "integrate" if noise else "auto")
         ratio = ep ** 2 * tp / (en ** 2 * tn)
         joint = np.sqrt(rp.Q_stderr ** 2 + rn.Q_stderr ** 2)
         z = np.max(np.abs(rp.Q - rn.Q)[free] / np.maximum(joint[free], 1e-300))

@@ -92,10 +92,10 @@ SE = dict(MODEL_PARAMS, **{
             "round's ETA from its measured cost per sample goes to stderr; none: one solve)"),
     "observation": Param.choice(
         "auto", "integrate", "sample", default="auto",
-        doc="auto: integrate y given omega (exact sum over discrete outputs, a grid in y for "
-            "one noisy output) and sample only omega, where the output allows it, else sample "
-            "y (the result's observation column says which and why); integrate: refuse a "
-            "model that does not allow it; sample: always sample y"),
+        doc="auto: integrate y given omega by an exact sum over a discrete output's values "
+            "and sample only omega, else sample y (the result's observation column says which "
+            "and why); integrate: also a grid in y for one noisy output (opt-in: not yet faster "
+            "than sampling), and refuse a model that allows neither; sample: always sample y"),
 })
 
 ERROR = dict(MODEL_PARAMS, **{
