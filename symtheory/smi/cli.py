@@ -106,16 +106,23 @@ def cmd_se(args) -> int:
         cols[f"Q{a + 1}{a + 1}_stderr"] = []
     for k in ("bo_error", "bo_stderr", "plugin_error", "plugin_stderr", "free_entropy",
               "free_entropy_stderr", "converged", "stable", "iterations", "residual",
-              "nishimori_gap", "channel_error", "channel_qhat_error"):
+              "nishimori_gap", "channel_error", "channel_qhat_error", "samples", "observation"):
         cols[k] = []
     rules_used = {}       # a reduced link may switch to the peak-following rule per alpha
     reports = []          # the solver's message per alpha (stages, escapes, error notes)
     for alpha in progress_bar(alphas, desc="SE", enabled=not args.quiet):
         se = StateEvolution(model, alpha, samples=args.samples, seed=args.seed,
                             noise_variance=noise, rule=rule, side_information=lam,
-                            sampling=args.sampling)
-        # the inner bar counts SE iterations (of the budget): one alpha point can take minutes
-        res = se.solve(Q0, damping=args.damping, max_iter=args.max_iter, progress=not args.quiet)
+                            sampling=args.sampling, observation=args.observation)
+        if args.target_error is not None:
+            # rounds of growing samples; each round's ETA goes to stderr
+            res = se.solve_to_target(args.target_error, Q0, damping=args.damping,
+                                     max_iter=args.max_iter, progress=not args.quiet)
+        else:
+            # the inner bar counts SE iterations (of the budget): one alpha point can take
+            # minutes
+            res = se.solve(Q0, damping=args.damping, max_iter=args.max_iter,
+                           progress=not args.quiet)
         rules_used.setdefault(_rule_in_use(se), []).append(alpha)
         reports.append({"alpha": alpha, "report": res.message})
         cols["alpha"].append(alpha)
@@ -145,7 +152,10 @@ def cmd_se(args) -> int:
                                      else res.channel_error)
         cols["channel_qhat_error"].append(float("nan") if res.channel_qhat_error is None
                                           else res.channel_qhat_error)
+        cols["samples"].append(res.samples)
+        cols["observation"].append(res.observation)
     meta = {"model": model.description, "samples": args.samples,
+            "target_error": args.target_error,
             **design_record(args.sampling), "seed": args.seed,
             "quadrature": (next(iter(rules_used)) if len(rules_used) == 1 else
                            "; ".join(f"{r} at alpha = {', '.join(f'{a:g}' for a in al)}"
@@ -341,7 +351,11 @@ SE_COLUMNS = (
     "stage's fixed point (a posterior much narrower than the prior, e.g. skip 100 at "
     "alpha = 1) continues on all samples with a peak-following rule (Gauss-Hermite around "
     "Newton-located maxima, half the nodes per component, power-2 shares between the "
-    "components); quadrature in the parameters names the rule used.")
+    "components); quadrature in the parameters names the rule used; "
+    "samples = the frozen samples the fixed point was solved on (more than --samples "
+    "after --target-error rounds); observation = how y was treated: integrated given omega "
+    "(which rule, and the row permutations of the link each sample was averaged over) or "
+    "sampled, and why.")
 ERROR_COLUMNS = (
     "Columns: kind (bo: Bayes-optimal error, smi.md Eq. 11; plugin: prediction with the mean "
     "weights, smi.md 10.5); error, its Monte-Carlo stderr, samples; overlap = the matrix "
@@ -371,8 +385,9 @@ def register(sub) -> None:
                                               "Carlo on frozen samples.", NORMALIZATION,
                                               SE_COLUMNS, MODEL_FILE_HELP, example=EXAMPLE))
     add_model_options(se, P.SE, defaults={"quadrature": None})
-    add_params(se, _task_options(P.SE, "alpha", "samples", "sampling", "error_samples", "errors",
-                                 "start", "side_information", "damping", "max_iter", "seed"),
+    add_params(se, _task_options(P.SE, "alpha", "samples", "target_error", "observation",
+                                 "sampling", "error_samples", "errors", "start",
+                                 "side_information", "damping", "max_iter", "seed"),
                grid=("alpha",), many=("alpha",))
     add_output(se, plot="overlaps and errors vs alpha")
     se.set_defaults(func=cmd_se)

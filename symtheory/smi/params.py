@@ -84,6 +84,18 @@ SE = dict(MODEL_PARAMS, **{
     "error_samples": Param.integer(low=100, default=200000,
                                    doc="Monte-Carlo samples of the errors"),
     "sampling": SAMPLING,
+    "target_error": Param.real(
+        low=0, low_open=True, default=None, nullable=True,
+        doc="standard error wanted on every free overlap at the fixed point (Q*_stderr): "
+            "solves again on more frozen samples, starting at --samples, x (error/target)^2 "
+            "(at least 2x, at most 64x) a round, until it is met (up to 2^22 samples; each "
+            "round's ETA from its measured cost per sample goes to stderr; none: one solve)"),
+    "observation": Param.choice(
+        "auto", "integrate", "sample", default="auto",
+        doc="auto: integrate y given omega by an exact sum over a discrete output's values "
+            "and sample only omega, else sample y (the result's observation column says which "
+            "and why); integrate: also a grid in y for one noisy output (opt-in: not yet faster "
+            "than sampling), and refuse a model that allows neither; sample: always sample y"),
 })
 
 ERROR = dict(MODEL_PARAMS, **{

@@ -73,7 +73,7 @@ def _model_keys(params):
 @computation("smi.se_point", params=P.SE, check=_check_se)
 def se_point(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadrature_nodes, alpha,
              samples, seed, side_information, start, damping, max_iter, errors, error_samples,
-             sampling="rqmc"):
+             sampling="rqmc", target_error=None, observation="auto"):
     """State-evolution fixed point at one alpha (smi.md 6.1), its free entropy (smi.md 4)
     and the Bayes-optimal (Eq. 11) and plug-in errors there."""
     from ..glm.se.errors import bayes_error, plugin_error
@@ -81,10 +81,14 @@ def se_point(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadratur
 
     m, rule = _model_and_rule(locals())
     se = StateEvolution(m, alpha, samples=samples, seed=seed, noise_variance=noise, rule=rule,
-                        side_information=side_information, sampling=sampling)
+                        side_information=side_information, sampling=sampling,
+                        observation=observation)
     P = m.P
-    res = se.solve((0.05 if start == "uninformed" else 0.99) * np.eye(P), damping=damping,
-                   max_iter=max_iter)
+    Q0 = (0.05 if start == "uninformed" else 0.99) * np.eye(P)
+    if target_error is None:
+        res = se.solve(Q0, damping=damping, max_iter=max_iter)
+    else:
+        res = se.solve_to_target(target_error, Q0, damping=damping, max_iter=max_iter)
     out = {f"Q{a + 1}{b + 1}": float(res.Q[a, b]) for a in range(P) for b in range(a, P)}
     out.update({f"Q{a + 1}{a + 1}_stderr": float(res.Q_stderr[a, a]) for a in range(P)})
     nan = math.nan

@@ -85,6 +85,17 @@ class SEResult(Result):
     #: quadrature adds under 5% to the sampling error of the fixed point; None: not
     #: estimated (a randomized rule's error is part of the sampling spread already)
     channel_qhat_error: float | None = None
+    #: frozen samples of ``xi`` (and of ``y``, when sampled) the fixed point was solved on
+    samples: int | None = None
+    #: how the observation was treated: integrated given ``omega`` by which rule, or sampled
+    #: and why (:mod:`symtheory.glm.se.observation`)
+    observation: str = ""
+    #: the observation rule's coarse sub-grid's effect on ``Q_hat`` at Q, in its standard
+    #: errors (0 for an exact sum; None: y sampled)
+    observation_qhat_error: float | None = None
+    #: :meth:`~symtheory.glm.se.staged_solve.StagedSolve.solve_to_target`'s rounds:
+    #: ``(samples, max stderr, seconds)`` each (empty for a single solve)
+    target_rounds: list = field(default_factory=list)
     error_kind: str = field(default="stderr", kw_only=True)
     method: str = field(default="state evolution on frozen samples", kw_only=True)
 
@@ -115,4 +126,6 @@ class SEResult(Result):
                 "iterations": self.iterations, "residual": self.residual,
                 "Q_stderr": self.Q_stderr.tolist(), "nishimori_gap": self.nishimori_gap,
                 "channel_error": self.channel_error,
-                "channel_qhat_error": self.channel_qhat_error, "message": self.message}
+                "channel_qhat_error": self.channel_qhat_error, "samples": self.samples,
+                "observation": self.observation,
+                "observation_qhat_error": self.observation_qhat_error, "message": self.message}

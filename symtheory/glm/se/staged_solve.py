@@ -47,6 +47,8 @@ ETA_MAX_CONTRACTION = 0.999
 ETA_STAGE_ITERATIONS = 10
 #: evaluations counted for the Newton steps once the residual is below ``newton_below``
 ETA_NEWTON_STEPS = 3
+#: default cap of :meth:`StagedSolve.solve_to_target` on the frozen samples (2^22: 4M)
+TARGET_MAX_SAMPLES = 2 ** 22
 
 
 
@@ -265,6 +267,63 @@ class StagedSolve:
             run.close()
         return self._fixed_point_result(fp, tol, stderr, run.trace)
 
+    def solve_to_target(self, target_error, Q0=None, *, max_samples=TARGET_MAX_SAMPLES,
+                        progress=False, **solve_options) -> SEResult:
+        """Solve on growing frozen samples until the standard error of every free overlap at
+        the fixed point (``max Q_stderr``, the package's one meaning of a target error) is
+        at most ``target_error``, or ``max_samples`` is reached (then warned and said).
+
+        Each round solves (:meth:`solve`, warm-started at the last fixed point) and, while
+        the error is above the target, redraws ``samples x (error/target)^2`` (the Monte-
+        Carlo rate; randomized QMC on a smooth integrand converges faster and stops early),
+        rounded up to the scramblings times a power of 2, at least doubled, at most 64x.
+        The ETA (``progress``: one line per round on stderr) is the measured seconds per
+        sample of the last round times the next round's samples."""
+        import sys
+        import time
+
+        from .sampling import DEFAULT_SCRAMBLES
+
+        if isinstance(target_error, bool) or not (isinstance(target_error, (int, float)) and
+                                                  math.isfinite(target_error) and target_error > 0):
+            raise ParameterError(f"target_error must be a finite number > 0, got {target_error!r}")
+        if isinstance(max_samples, bool) or not isinstance(max_samples, (int, np.integer)) or \
+                max_samples < self.samples:
+            raise ParameterError(f"max_samples must be an integer >= samples ({self.samples}), got "
+                                 f"{max_samples!r}")
+        free = self.mask > 0
+        rounds, Q = [], Q0
+        while True:
+            t0 = time.perf_counter()
+            res = self.solve(Q, progress=False, **solve_options)
+            seconds = time.perf_counter() - t0
+            err = float(np.max(res.Q_stderr[free])) if free.any() else 0.0
+            rounds.append((self.samples, err, seconds))
+            if err <= target_error or self.samples >= max_samples or not np.isfinite(err):
+                break
+            B = self.scrambles or DEFAULT_SCRAMBLES
+            want = self.samples * min(64.0, max(2.0, (err / target_error) ** 2))
+            n_new = B * 2 ** int(math.ceil(math.log2(want / B)))
+            n_new = int(min(n_new, max_samples))
+            if progress:
+                print(f"SE alpha={self.alpha:g}: max stderr {err:.2g} > target {target_error:g} at "
+                      f"{self.samples} samples ({seconds:.1f} s); next {n_new} samples, ETA "
+                      f"{seconds / self.samples * n_new:.0f} s", file=sys.stderr)
+            self.samples = n_new
+            self._draw_samples(self.sampling, self.scrambles or DEFAULT_SCRAMBLES, self.seed)
+            Q = res.Q
+        reached = err <= target_error
+        res.message += (f"; target error {target_error:g} " +
+                        ("reached" if reached else "NOT reached (max_samples)") +
+                        ": rounds (samples, max stderr, seconds) " +
+                        ", ".join(f"({n}, {e:.2g}, {t:.1f})" for n, e, t in rounds))
+        if not reached:
+            warnings.warn(f"state evolution at alpha={self.alpha:g}: max stderr {err:.2g} above "
+                          f"target_error {target_error:g} at max_samples {self.samples}",
+                          ConvergenceWarning, stacklevel=2)
+        res.target_rounds = rounds
+        return res
+
     def _stage_plan(self, warmup, newton_below):
         """``(rule, coarse rule, [(samples, coarse?)], Newton threshold after the first
         stage, inherit the Jacobian?)`` of the stages before the final one."""
@@ -370,6 +429,11 @@ class StagedSolve:
                         f"{float(np.max(trunc)):.2g}, sampling error up to "
                         f"{float(np.max(Q_se)):.2g})")
             Q_se = np.sqrt(Q_se ** 2 + trunc ** 2)
+        if self.observation_note:
+            msg += "; " + self.observation_note
+            if self.observation_rule is not None:
+                msg += (f" (mass defect {self.observation_mass_error:.1g}, effect of the coarse "
+                        f"sub-grid on Q_hat {self.observation_qhat_error:.2g} standard errors)")
         if channel_error is not None:
             msg += f"; estimated channel quadrature error at the fixed point {channel_error:.2g}"
         if qhat_error is not None:
@@ -383,7 +447,9 @@ class StagedSolve:
         return SEResult(value=Q, error=Q_se, Qhat=Qhat, Qhat_stderr=se, converged=fp.converged,
                         iterations=fp.iterations, residual=fp.residual, nishimori_gap=gap,
                         message=msg, trace=trace, stable=fp.stable, channel_error=channel_error,
-                        channel_qhat_error=qhat_error)
+                        channel_qhat_error=qhat_error, samples=self.samples,
+                        observation=self.observation_note,
+                        observation_qhat_error=self.observation_qhat_error)
 
     def _switch_to_peak_rule(self, Q, n) -> str:
         """After the first warm-up stage (fixed point ``Q`` on the first ``n`` samples):
