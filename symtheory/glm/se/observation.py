@@ -41,7 +41,6 @@ elements that move rows are averaged over.
 """
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -148,43 +147,29 @@ class ObservationRule:
         return Y[:, :, None], logw, coarse
 
 
-def row_symmetries(model, noise_variance, values=None, *, tol=1e-10):
+def row_symmetries(model, noise_variance, values=None):
     """Signed row permutations ``S`` (``P x P``, rows moved) with ``g(S Z) = s g(Z)``
     (``s = +-1``, the same for every output; ``s = -1`` only where the output law is
     symmetric: Gaussian noise, or ``values``, the discrete output values, closed under
-    negation).  Checked on the SymPy link at random points
-    (:func:`~symtheory.glm.checks.symbolic.random_point_discrepancy`, relative ``tol``).
-    Returns a list of ``(S, s)``, the identity first, one element per row permutation
-    (its first sign pattern that is a symmetry); pure sign flips are left out (module
-    docstring)."""
-    from ..checks.symbolic import random_point_discrepancy
-
-    P, M = model.P, model.M
+    negation), from the link's symmetry group
+    (:attr:`~symtheory.glm.factors.multi_index.MultiIndexModel.symmetry_group`, derived
+    from the SymPy link).  Returns a list of ``(S, s)``, the identity first, one element
+    per row permutation; pure sign flips are left out (module docstring)."""
+    P = model.P
     out = [(np.eye(P), 1)]
     if P < 2 or P > MAX_SYMMETRY_ROWS:
         return out
-    link = model.link.subs(model.params)
-    idx = model.indices
-    symbols = list(idx)
     odd_ok = noise_variance is not None
     if not odd_ok and values is not None:
         v = {tuple(np.round(x, 12)) for x in np.asarray(values, float).reshape(len(values), -1)}
         odd_ok = v == {tuple(np.round(-np.array(x), 12)) for x in v}
-    for perm in itertools.permutations(range(P)):
-        if perm == tuple(range(P)):
+    group = model.symmetry_group or list(model.symmetries)
+    seen = {tuple(range(P))}
+    for el in sorted(group, key=lambda e: (e.perm, tuple(-x for x in e.signs))):
+        if el.perm in seen or (el.output_sign < 0 and not odd_ok):
             continue
-        for signs in itertools.product((1, -1), repeat=P):
-            S = np.zeros((P, P))
-            for a in range(P):
-                S[a, perm[a]] = signs[a]
-            rep = {idx[a, m]: sum(int(S[a, b]) * idx[b, m] for b in range(P)) for a in range(P)
-                   for m in range(M)}
-            moved = link.xreplace(rep)
-            found = [s for s in ((1, -1) if odd_ok else (1,))
-                     if random_point_discrepancy(moved, s * link, symbols) < tol]
-            if found:
-                out.append((S, found[0]))
-                break
+        seen.add(el.perm)
+        out.append((el.matrix(), el.output_sign))
     return out
 
 
