@@ -105,48 +105,6 @@ html_theme_options = {
 html_show_sourcelink = False
 
 
-# --- docstrings not yet in numpydoc form ------------------------------------------------
-# The public docstrings are being rewritten to numpydoc (issue 34, item 4).  Until then
-# some of them are not valid reStructuredText (``|x - y|`` read as a substitution, indented
-# continuation lines, a summary sentence that cuts a literal in two), and docutils reports
-# that.  Those reports, and only those -- type ``docutils``, located in a docstring of
-# symtheory/ or in an autosummary table of the API pages -- are counted and printed, not
-# made errors; every other warning, the pages' own markup included, fails the -W build.
-# SYMTHEORY_DOCS_STRICT=1 makes them errors too (for the docstring rewrite; then drop this).
-STRICT_DOCSTRINGS = os.environ.get("SYMTHEORY_DOCS_STRICT", "") not in ("", "0")
-
-
-class _DocstringMarkupFilter:
-    """Lets a docutils report of a pre-numpydoc docstring pass as information."""
-
-    def __init__(self):
-        self.seen = []
-
-    def filter(self, record) -> bool:
-        where = str(getattr(record, "location", "") or "")
-        docstring = (".py:docstring of symtheory." in where or "<autosummary>" in where)
-        if getattr(record, "type", "") == "docutils" and docstring:
-            self.seen.append(f"{where}: {record.getMessage()}")
-            return False
-        return True
-
-
-def _report_docstring_markup(app, exc, markup_filter):
-    if markup_filter.seen:
-        print(f"note: {len(markup_filter.seen)} docutils reports from docstrings not yet in "
-              "numpydoc form (not counted as warnings; SYMTHEORY_DOCS_STRICT=1 counts them):",
-              *markup_filter.seen, sep="\n  ")
-
-
 def setup(app):
-    import logging
-
     from _gen import write_generated   # docs/_gen.py: API pages and the validation tables
     write_generated(DOCS)
-    if not STRICT_DOCSTRINGS:
-        markup_filter = _DocstringMarkupFilter()
-        for handler in logging.getLogger("sphinx").handlers:
-            if any(type(f).__name__ == "WarningSuppressor" for f in handler.filters):
-                handler.filters.insert(0, markup_filter)   # before the -W counting
-        app.connect("build-finished",
-                    lambda app, exc: _report_docstring_markup(app, exc, markup_filter))
