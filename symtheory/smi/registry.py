@@ -204,9 +204,13 @@ def model_from_args(args, task: str, defaults: dict, *, file_allows: tuple = (),
 
         model = load_model(args.model_file)
         if channel and noise is None and model.reduction is None:
-            raise ParameterError(f"--noise must be given, in (0, inf), for "
-                                 f"{model.description or model.name}: a noiseless link needs a "
-                                 "DeterministicReduction (smi.md 9)")
+            # a noiseless link without a reduction: discrete cells or a level set, else
+            # refused with both reasons (MultiIndexModel.channel)
+            try:
+                model.channel(None, check=False)
+            except ParameterError as exc:
+                raise ParameterError(f"--noise must be given, in (0, inf), for "
+                                     f"{model.description or model.name}: {exc}") from None
         if precheck is not None:
             precheck((model.P, model.M, model.link.rows * model.link.cols))
         return model
