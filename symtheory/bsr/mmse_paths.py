@@ -144,10 +144,12 @@ def mmse_rie(beta, rho, D) -> float:
     return mmse_rie_estimate(beta, rho, D).value
 
 
-def mmse_rie_mp(beta, rho, D, dps=30):
-    """:func:`mmse_rie` with mpmath at ``dps`` digits (tanh-sinh quadrature, roots by
-    Newton from the float64 root, polyroots fallback): the independent path.  Float
-    parameters are read by their shortest repr (``0.3`` is 3/10, :func:`exact_mpf`)."""
+def mmse_rie_mp(beta, rho, D, dps=30, *, rule="edge"):
+    """:func:`mmse_rie` with mpmath at ``dps`` digits (quadrature rules tailored to the
+    square-root edges, roots by Newton from the float64 root, polyroots fallback;
+    ``rule="tanh-sinh"`` the earlier quadrature, :meth:`AlgebraicSpectralLaw.mp_integrate
+    <symtheory.core.spectral.AlgebraicSpectralLaw.mp_integrate>`): the independent path.
+    Float parameters are read by their shortest repr (``0.3`` is 3/10, :func:`exact_mpf`)."""
     import mpmath
 
     with mpmath.workdps(dps):
@@ -156,4 +158,5 @@ def mmse_rie_mp(beta, rho, D, dps=30):
             return theory().mmse_inf.mp(rho_m, D_m)[0]
         if beta_m < 1:
             beta_m, rho_m = 1 / beta_m, rho_m / beta_m
-        return theory().mmse_functional.evaluate_mp((mpmath.sqrt(beta_m), rho_m, D_m), dps=dps)
+        return theory().mmse_functional.evaluate_mp((mpmath.sqrt(beta_m), rho_m, D_m), dps=dps,
+                                                    rule=rule)

@@ -181,21 +181,25 @@ def solve_overlap(alpha, beta, rho, delta=0.0, *, rtol=MMSE_RTOL) -> CertifiedRo
                            message="genie (beta = inf) and linear-estimator bounds")
 
 
-def _precision_solve(alpha, beta, rho, delta, v0, digits):
-    """The root to ``digits`` digits with mpmath, confirmed at ``2 digits``."""
+def _precision_solve(alpha, beta, rho, delta, v0, digits, reference=False):
+    """The root to ``digits`` digits with mpmath, confirmed at ``2 digits``; ``reference``:
+    the earlier path (tanh-sinh quadrature, ``mpmath.findroot``), for benchmarks."""
     import mpmath
 
     def f_mp(v):
         a, d = exact_mpf(alpha), exact_mpf(delta)
-        return mmse_rie_mp(beta, rho, (d + v) / a, dps=mpmath.mp.dps) - v
+        return mmse_rie_mp(beta, rho, (d + v) / a, dps=mpmath.mp.dps,
+                           rule="tanh-sinh" if reference else "edge") - v
 
-    return refine_root_mp(f_mp, v0, digits=digits, name=f"BSR overlap at alpha={alpha}")
+    return refine_root_mp(f_mp, v0, digits=digits, name=f"BSR overlap at alpha={alpha}",
+                          method="findroot" if reference else "secant")
 
 
 def bo_point(alpha, beta, rho, delta=0.0, *, precision: int | None = None,
-             rtol: float = MMSE_RTOL) -> BOPoint:
+             rtol: float = MMSE_RTOL, _reference_mp: bool = False) -> BOPoint:
     """Bayes-optimal error at one sample ratio ``alpha = n/(d L)`` (bsr.md 3),
-    ``beta = L/d``, ``rho = r/d``; ``converged`` iff ``mmse`` is certified to ``rtol``."""
+    ``beta = L/d``, ``rho = r/d``; ``converged`` iff ``mmse`` is certified to ``rtol``.
+    (``_reference_mp``: the earlier, slower mpmath path, for numerics/bench only.)"""
     beta, rho, delta = check_params(beta, rho, delta)
     alpha = validate.real("alpha", alpha, low=0)
     sol = solve_overlap(alpha, beta, rho, delta, rtol=rtol)
@@ -219,7 +223,7 @@ def bo_point(alpha, beta, rho, delta=0.0, *, precision: int | None = None,
             pt.digits_confirmed = float("inf")
         else:
             try:
-                pr = _precision_solve(alpha, beta, rho, delta, v, digits)
+                pr = _precision_solve(alpha, beta, rho, delta, v, digits, _reference_mp)
             except (ArithmeticError, ValueError, ZeroDivisionError) as exc:
                 warnings.warn(f"alpha={alpha}: the mpmath path failed ({exc})",
                               ConvergenceWarning, stacklevel=2)
