@@ -45,9 +45,6 @@ nb = JitModule(_spectral_nb)
 #: angle theta* of z = m - h cos(theta*) has |Im theta*| below this: the edge rules
 #: converge like exp(-2 n |Im theta*|) (n nodes), ~6 n digits per 100 nodes at this value
 MP_CUT_IM_THETA = 0.07
-#: last level of the edge rules before tanh-sinh takes a piece over: 2^12 trapezoid
-#: steps; 192 Gauss nodes (Gauss nodes cost O(n^2) to compute at each precision)
-MP_MAX_LEVEL = {"periodic": 12, "gauss": 7}
 
 
 class SpectralAccuracyWarning(UserWarning):
@@ -439,10 +436,11 @@ class AlgebraicSpectralLaw:
         """The integrals of :meth:`integrate` in mpmath at ``dps`` digits.
 
         ``rule="edge"``: each bulk by :func:`~symtheory.core.quadrature.integrate_edges_mp`
-        (periodic trapezoid in ``theta`` between two edges; Gauss-Legendre in ``theta`` on
-        a piece cut at a branch point close to the bulk, :data:`MP_CUT_IM_THETA`), every
-        integral from the same nodes, the root at a node by :class:`_UpperRootMP`; a piece
-        not converged at the rules' last level is integrated by tanh-sinh.
+        (the trapezoid rule in ``theta`` of ``x = m - h cos(theta)``, exponentially
+        convergent for a density with square-root edges), every integral from the same
+        nodes, the root at a node by :class:`_UpperRootMP`; a bulk with a branch point
+        close to it is cut there into tanh-sinh pieces (:meth:`_mp_pieces`), and so is
+        one the trapezoid rule does not resolve by its last level.
         ``rule="tanh-sinh"``: ``mpmath.quad`` on every piece cut at every branch point's
         real part, roots by Newton in mpmath (the earlier path, kept as a reference).
         ``which`` restricts the computation to some outputs (others are returned as 0).
@@ -482,13 +480,11 @@ class AlgebraicSpectralLaw:
             if rule == "edge":
                 tol = mpmath.ldexp(1, -mpmath.mp.prec + 4)
                 for a, b, kind in self._mp_pieces(bulks, params):
-                    if kind == "tanh-sinh":
-                        tanh_sinh(a, b)
-                        continue
-                    v, e, _, ok = integrate_edges_mp(values, a, b, periodic=kind == "periodic",
-                                                     tol=tol, max_level=MP_MAX_LEVEL[kind])
-                    if not ok:
-                        tanh_sinh(a, b)
+                    if kind != "tanh-sinh":
+                        v, e, _, ok = integrate_edges_mp(values, a, b, tol=tol,
+                                                         even=kind == "even")
+                    if kind == "tanh-sinh" or not ok:
+                        tanh_sinh(mpmath.mpf(0) if kind == "even" else a, b)
                         continue
                     for i in wanted:
                         totals[i] += v[i]
@@ -508,24 +504,29 @@ class AlgebraicSpectralLaw:
             return (totals, errs) if error else totals
 
     def _mp_pieces(self, bulks, params):
-        """``(a, b, kind)`` pieces of the mpmath bulks for :meth:`mp_integrate`: a bulk
-        between two edges is one ``"periodic"`` piece unless a branch point ``z`` is near
-        it (``|Im theta*| <`` :data:`MP_CUT_IM_THETA`, ``z = m - h cos(theta*)``; real ones
-        inside included): it is then cut at their real parts into ``"tanh-sinh"``
-        pieces (a singularity just off an end costs tanh-sinh a few nodes, Gauss many);
-        an even law's half bulk ``[0, b]`` (a regular end at 0) is ``"gauss"``."""
+        """``(a, b, kind)`` pieces of the mpmath bulks for :meth:`mp_integrate`: a bulk is
+        one piece for :func:`~symtheory.core.quadrature.integrate_edges_mp`, ``"edges"``
+        (an even law's bulk ``(-b, b)`` symmetric about 0: ``"even"``, its half ``[0, b]``
+        integrated) unless a branch point ``z`` is near it (``|Im theta*| <``
+        :data:`MP_CUT_IM_THETA`, ``z = m - h cos(theta*)``; real ones inside included):
+        then the bulk (or its half ``[0, b]``) is cut at their real parts into
+        ``"tanh-sinh"`` pieces (a singularity just off an end costs tanh-sinh a few
+        nodes; the trapezoid in ``theta`` many)."""
         branch = self._branch_points(*[float(p) for p in params])
         out = []
         for a, b in bulks:
+            m, h = float(a + b) / 2, float(b - a) / 2
             lo = mpmath.mpf(0) if (self.even and a < 0) else a
-            m, h = float(lo + b) / 2, float(b - lo) / 2
             w = float(b - lo)
-            cuts = sorted({float(z.real) for z in branch
-                           if float(lo) + w / 1000 < z.real < float(b) - w / 1000
-                           and abs(np.arccos((m - complex(z)) / h).imag) < MP_CUT_IM_THETA})
+            near = [z for z in branch
+                    if abs(np.arccos((m - complex(z)) / h).imag) < MP_CUT_IM_THETA]
+            cuts = sorted({float(z.real) for z in near
+                           if float(lo) + w / 1000 < z.real < float(b) - w / 1000})
+            if not cuts:
+                out.append((a, b, "even" if lo != a else "edges"))
+                continue
             ends = [lo] + [mpmath.mpf(c) for c in cuts] + [b]
-            kind = "tanh-sinh" if cuts else ("periodic" if lo == a else "gauss")
-            out += [(ca, cb, kind) for ca, cb in zip(ends[:-1], ends[1:])]
+            out += [(ca, cb, "tanh-sinh") for ca, cb in zip(ends[:-1], ends[1:])]
         return out
 
 
