@@ -187,10 +187,11 @@ def mmse_rie(beta, rho, D) -> float:
     return mmse_rie_estimate(beta, rho, D).value
 
 
-def mmse_rie_mp(beta, rho, D, dps=30):
+def mmse_rie_mp(beta, rho, D, dps=30, *, rule="edge"):
     """Return :func:`mmse_rie` computed with mpmath at ``dps`` digits: the independent path.
 
-    Tanh-sinh quadrature, roots by Newton from the float64 root, polyroots fallback.
+    Quadrature rules tailored to the square-root edges, roots by Newton from the float64
+    root, polyroots fallback.
     Float parameters are read by their shortest repr (``0.3`` is 3/10,
     :func:`~symtheory.glm.se.spectral.exact_mpf`).
 
@@ -204,6 +205,10 @@ def mmse_rie_mp(beta, rho, D, dps=30):
         Noise variance (> 0).
     dps : int, optional
         Decimal digits of the mpmath working precision.
+    rule : {"edge", "tanh-sinh"}, optional
+        ``"edge"`` (default) the edge-tailored rule; ``"tanh-sinh"`` the earlier
+        quadrature (:meth:`AlgebraicSpectralLaw.mp_integrate
+        <symtheory.core.spectral.AlgebraicSpectralLaw.mp_integrate>`).
 
     Returns
     -------
@@ -225,4 +230,5 @@ def mmse_rie_mp(beta, rho, D, dps=30):
             return theory().mmse_inf.mp(rho_m, D_m)[0]
         if beta_m < 1:
             beta_m, rho_m = 1 / beta_m, rho_m / beta_m
-        return theory().mmse_functional.evaluate_mp((mpmath.sqrt(beta_m), rho_m, D_m), dps=dps)
+        return theory().mmse_functional.evaluate_mp((mpmath.sqrt(beta_m), rho_m, D_m), dps=dps,
+                                                    rule=rule)

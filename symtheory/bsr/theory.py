@@ -299,19 +299,22 @@ def solve_overlap(alpha, beta, rho, delta=0.0, *, rtol=MMSE_RTOL) -> CertifiedRo
                            message="genie (beta = inf) and linear-estimator bounds")
 
 
-def _precision_solve(alpha, beta, rho, delta, v0, digits):
-    """The root to ``digits`` digits with mpmath, confirmed at ``2 digits``."""
+def _precision_solve(alpha, beta, rho, delta, v0, digits, reference=False):
+    """The root to ``digits`` digits with mpmath, confirmed at ``2 digits``; ``reference``:
+    the earlier path (tanh-sinh quadrature, ``mpmath.findroot``), for benchmarks."""
     import mpmath
 
     def f_mp(v):
         a, d = exact_mpf(alpha), exact_mpf(delta)
-        return mmse_rie_mp(beta, rho, (d + v) / a, dps=mpmath.mp.dps) - v
+        return mmse_rie_mp(beta, rho, (d + v) / a, dps=mpmath.mp.dps,
+                           rule="tanh-sinh" if reference else "edge") - v
 
-    return refine_root_mp(f_mp, v0, digits=digits, name=f"BSR overlap at alpha={alpha}")
+    return refine_root_mp(f_mp, v0, digits=digits, name=f"BSR overlap at alpha={alpha}",
+                          method="findroot" if reference else "secant")
 
 
 def bo_point(alpha, beta, rho, delta=0.0, *, precision: int | None = None,
-             rtol: float = MMSE_RTOL) -> BOPoint:
+             rtol: float = MMSE_RTOL, _reference_mp: bool = False) -> BOPoint:
     """Return the Bayes-optimal error of BSR at one sample ratio (bsr.md 3).
 
     Package normalization: ``alpha = n/(d L)``, ``beta = L/d``, ``rho = r/d``; ``mmse``
@@ -334,6 +337,8 @@ def bo_point(alpha, beta, rho, delta=0.0, *, precision: int | None = None,
         (``mmse_str``, ``q_str``, ``digits_confirmed``).
     rtol : float, optional
         Relative tolerance of the certified ``mmse``.
+    _reference_mp : bool, optional
+        The earlier, slower mpmath path (``numerics/bench/bsr_precision.py`` only).
 
     Returns
     -------
@@ -372,7 +377,7 @@ def bo_point(alpha, beta, rho, delta=0.0, *, precision: int | None = None,
             pt.digits_confirmed = float("inf")
         else:
             try:
-                pr = _precision_solve(alpha, beta, rho, delta, v, digits)
+                pr = _precision_solve(alpha, beta, rho, delta, v, digits, _reference_mp)
             except (ArithmeticError, ValueError, ZeroDivisionError) as exc:
                 warnings.warn(f"alpha={alpha}: the mpmath path failed ({exc})",
                               ConvergenceWarning, stacklevel=2)

@@ -172,8 +172,10 @@ class LinearSpectralFunctional:
                                errors=dict(zip(map(str, self.integral_symbols), errs)),
                                iterations=nodes, converged=converged)
 
-    def evaluate_mp(self, law_params, extra=(), dps=30):
-        """The value in mpmath, to about ``dps`` significant digits.
+    def evaluate_mp(self, law_params, extra=(), dps=30, rule="edge"):
+        """The value in mpmath, to about ``dps`` significant digits (``rule``: the
+        quadrature of :meth:`AlgebraicSpectralLaw.mp_integrate
+        <symtheory.core.spectral.AlgebraicSpectralLaw.mp_integrate>`).
 
         The value ``rest + sum_i c_i I_i`` can cancel: BSR's mmse_RIE at Delta = 1e6 is
         ~1 from terms of ~1e6, so 20 digits gave 13.  The digits lost,
@@ -190,7 +192,7 @@ class LinearSpectralFunctional:
                 coeffs = self.coeff_kernel.mp(*params)
                 which = [i for i, c in enumerate(coeffs) if c != 0]
                 vals = self.law.mp_integrate(self.integrand_kernel_for(which), *law_params,
-                                             dps=work)
+                                             dps=work, rule=rule)
                 ints = [mpmath.mpf(0)] * len(coeffs)
                 for i, val in zip(which, vals):
                     ints[i] = val

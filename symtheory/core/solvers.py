@@ -620,12 +620,20 @@ class PrecisionRoot(Result):
 
 
 def refine_root_mp(f_mp: Callable, x0, *, digits: int, guard: int = 10, x_scale=None,
-                   name: str = "root") -> PrecisionRoot:
+                   name: str = "root", method: str = "secant") -> PrecisionRoot:
     """Refine a root of ``f_mp`` (an mpmath function of one ``mpf``) from ``x0``.
 
     Solves at ``digits + guard`` decimal digits (secant from ``x0``), then again at
     ``2*digits + guard`` starting from that value, and reports the number of
     agreeing significant digits.  ``confirmed`` when they agree to ``digits``.
+
+    ``method="secant"``: :func:`_secant_mp`; the second solve starts with the first
+    one's last slope, so it needs no second start point, and an iterate is accepted on
+    its estimated error (the step times the slope's last relative change), without
+    evaluating ``f`` there.  ``residual`` is ``|f|`` at the last point evaluated (one
+    step before ``value``).  ``method="findroot"``: ``mpmath.findroot``'s secant from two
+    points at each precision and ``f`` evaluated at each root (the earlier path, kept
+    as a reference).
     """
     import time
 
@@ -633,6 +641,8 @@ def refine_root_mp(f_mp: Callable, x0, *, digits: int, guard: int = 10, x_scale=
 
     if digits < 1:
         raise ValueError(f"digits must be >= 1, got {digits}")
+    if method not in ("secant", "findroot"):
+        raise ValueError(f"method must be 'secant' or 'findroot', got {method!r}")
     t0 = time.perf_counter()
     calls = 0
 
@@ -658,8 +668,13 @@ def refine_root_mp(f_mp: Callable, x0, *, digits: int, guard: int = 10, x_scale=
                                       f"(|f|={mpmath.nstr(fval, 5)})")
             return root, fval
 
-    v1, f1 = solve(x0, digits + guard)
-    v2, _ = solve(v1, 2 * digits + guard)
+    if method == "findroot":
+        v1, f1 = solve(x0, digits + guard)
+        v2, _ = solve(v1, 2 * digits + guard)
+    else:
+        v1, f1, slope, change = _secant_mp(f_counted, x0, digits + guard, guard, name=name)
+        v2, _, _, _ = _secant_mp(f_counted, v1, 2 * digits + guard, guard, slope=slope,
+                                 change=change, name=name)
     with mpmath.workdps(2 * digits + guard):
         diff = abs(v1 - v2)
         scale = abs(v2) if v2 != 0 else mpmath.mpf(1)
@@ -670,6 +685,53 @@ def refine_root_mp(f_mp: Callable, x0, *, digits: int, guard: int = 10, x_scale=
                          message=f"agrees with the {2 * digits}-digit solve to {agree:.1f} digits")
 
 
+#: an iterate's error estimate is the secant step times this many times the slope's
+#: last relative change (the slope's own error is about the change before it)
+SECANT_SAFETY = 10
+
+
+def _secant_mp(f, start, dps, guard, *, slope=None, change=None, name="root",
+               maxsteps=60):
+    """Secant iteration at ``dps`` digits from ``start``: ``(root, |f| at the last point
+    evaluated, last slope, its last relative change)``.
+
+    Without ``slope`` the second point is ``start (1 + 1e-13)`` (a float64 start).  The
+    iterate ``x - f(x)/s`` has error ``~ |step| |1 - f'/s|``; ``|1 - f'/s|`` is estimated by
+    the slope's last relative change (unknown: 1) times :data:`SECANT_SAFETY`, and the
+    iterate is the root once that is below ``10^-(dps - guard/2)`` relative (the tolerance
+    of the earlier ``findroot`` path, which required the step itself below it).
+    """
+    import mpmath
+
+    with mpmath.workdps(dps):
+        tol = mpmath.mpf(10) ** (-(dps - guard // 2))
+        x = mpmath.mpf(start)
+        fx = f(x)
+        if slope is None:
+            h = abs(x) * mpmath.mpf(10) ** (-13) if x != 0 else mpmath.mpf(10) ** (-20)
+            x1 = x + h
+            f1 = f(x1)
+            slope, change = (f1 - fx) / (x1 - x), None
+            x, fx = x1, f1
+        for _ in range(maxsteps):
+            if fx == 0:
+                return x, abs(fx), slope, change
+            if slope == 0 or not mpmath.isfinite(slope):
+                raise ArithmeticError(f"{name}: secant slope {slope} at {dps} digits")
+            step = fx / slope
+            xn = x - step
+            scale = abs(xn) if xn != 0 else mpmath.mpf(1)
+            factor = 1 if change is None else min(1, SECANT_SAFETY * change)
+            if abs(step) * factor <= tol * scale:
+                return xn, abs(fx), slope, change
+            fn = f(xn)
+            sn = (fn - fx) / (xn - x)
+            change = abs(sn - slope) / abs(sn) if sn != 0 else mpmath.mpf(1)
+            x, fx, slope = xn, fn, sn
+        raise ArithmeticError(f"{name}: secant did not converge in {maxsteps} steps at {dps} "
+                              f"digits (|f|={mpmath.nstr(abs(fx), 5)})")
+
+
 def _ldexp_mp(x, e):
     """``x 2^e`` exactly for an mpf or an mpc."""
     import mpmath
@@ -677,6 +739,61 @@ def _ldexp_mp(x, e):
     if isinstance(x, mpmath.mpc):
         return mpmath.mpc(mpmath.ldexp(x.real, e), mpmath.ldexp(x.imag, e))
     return mpmath.ldexp(x, e)
+
+
+#: Newton-refined float64 roots are used when every pair is separated by more than
+#: this relative distance (a near-double root goes to polyroots' escalation)
+NEWTON_ROOTS_SEPARATION = 1e-6
+
+
+def _newton_roots_mp(c, digits: int):
+    """All ``n`` roots of the (scaled) polynomial ``c`` from ``numpy.roots``, each refined by
+    Newton at ``digits + 10`` digits to a last step below ``10^-(digits + 3)`` relative to
+    itself; ``None`` unless all ``n`` converge to roots separated by more than
+    :data:`NEWTON_ROOTS_SEPARATION` relative (then they are ``n`` distinct simple roots of
+    a degree-``n`` polynomial: all of them, each accurate to about the working
+    precision).  The polyroots escalation costs ~100x more per call."""
+    import mpmath
+
+    n = len(c) - 1
+    try:
+        cf = np.array([complex(ck) for ck in c])
+    except (OverflowError, ValueError):
+        return None
+    if not np.all(np.isfinite(cf)) or cf[0] == 0:
+        return None
+    starts = np.roots(cf)
+    if len(starts) != n or not np.all(np.isfinite(starts)):
+        return None
+    real = all(mpmath.im(ck) == 0 for ck in c)
+    out = []
+    with mpmath.workdps(digits + 10):
+        tol = mpmath.mpf(10) ** (-(digits + 3))
+        cc = [+ck for ck in c]
+        for z0 in starts:
+            # a real polynomial's real root stays on the axis
+            z = mpmath.mpf(z0.real) if real and z0.imag == 0 else mpmath.mpc(z0.real, z0.imag)
+            for _ in range(60):
+                p = dp = 0
+                for ck in cc:
+                    dp = dp * z + p
+                    p = p * z + ck
+                if p == 0:
+                    break
+                if dp == 0:
+                    return None
+                step = p / dp
+                z -= step
+                if abs(step) <= tol * abs(z):
+                    break
+            else:
+                return None
+            out.append(z)
+        for i in range(n):
+            for j in range(i):
+                if abs(out[i] - out[j]) <= NEWTON_ROOTS_SEPARATION * max(abs(out[i]), abs(out[j])):
+                    return None
+    return out
 
 
 def polynomial_roots_mp(coeffs, *, digits: int, max_digits: int | None = None) -> list:
@@ -691,7 +808,8 @@ def polynomial_roots_mp(coeffs, *, digits: int, max_digits: int | None = None) -
     coefficients); the rest are recomputed at doubled working precision until
     polyroots' error bound is ``10^-digits`` times the smallest root's modulus.
     Raises :class:`ArithmeticError` when ``max_digits`` (default ``8 * digits``) is
-    reached first.
+    reached first.  Simple, well-separated roots come first from ``numpy.roots`` refined
+    by Newton (:func:`_newton_roots_mp`).
     """
     import mpmath
 
@@ -718,6 +836,10 @@ def polynomial_roots_mp(coeffs, *, digits: int, max_digits: int | None = None) -
     with mpmath.workdps(30):
         e = int(mpmath.nint(mpmath.log(abs(c[-1] / c[0]), 2) / n))
     c = [_ldexp_mp(ck, e * (n - k)) for k, ck in enumerate(c)]
+    roots = _newton_roots_mp(c, digits)
+    if roots is not None:
+        with mpmath.workdps(digits):
+            return [mpmath.mpf(0)] * zeros + [+_ldexp_mp(r, e) for r in roots]
     work = digits
     while True:
         with mpmath.workdps(work):

@@ -13,8 +13,11 @@ From ``P`` alone this module provides, for numeric parameter values,
   their midpoints and merged;
 * integrals ``int f(x, mu(x), H(x)) dx`` of SymPy integrands over the support, by the
   nested midpoint-in-theta rule of :mod:`symtheory.core.quadrature` with an error
-  estimate, and the same integrals in mpmath at any precision (tanh-sinh, roots by
-  ``mpmath.polyroots``) as an independent high-precision path.
+  estimate, and the same integrals in mpmath at any precision as an independent
+  high-precision path: the edge rules of :func:`~symtheory.core.quadrature.integrate_edges_mp`
+  (the square-root edges removed by ``x = m - h cos(theta)``), the law's root at each
+  node by Newton in gmpy2 (MPFR) from the float64 root (``mpmath.polyroots`` where
+  that fails), tanh-sinh where the edge rules do not converge.
 
 Everything model-specific enters through ``P``; see :mod:`symtheory.bsr.model` for a
 declaration.
@@ -30,11 +33,18 @@ import sympy as sp
 
 from . import _spectral_nb
 from .codegen import JitModule, Kernel
+from .quadrature import integrate_edges_mp
 from .result import Result, alias
 from .solvers import polynomial_roots_mp
 
 #: the Numba routines, compiled lazily at first call: logged like the kernels
 nb = JitModule(_spectral_nb)
+
+
+#: a complex branch point z of the law is a cut point of its bulk [a, b] when the
+#: angle theta* of z = m - h cos(theta*) has |Im theta*| below this: the edge rules
+#: converge like exp(-2 n |Im theta*|) (n nodes), ~6 n digits per 100 nodes at this value
+MP_CUT_IM_THETA = 0.07
 
 
 class SpectralAccuracyWarning(UserWarning):
@@ -291,14 +301,19 @@ class AlgebraicSpectralLaw:
         pair close to the axis, or a cusp where two bulks almost merge); cutting the
         bulk there keeps each piece's integrand analytic up to its ends.
         """
+        return sorted({float(r.real) for r in self._branch_points(*params)})
+
+    def _branch_points(self, *params) -> np.ndarray:
+        """All roots of the edge polynomial in ``x`` (float64; for an even law the
+        principal square roots, ``Re >= 0``)."""
         c = self.edge_kernel(*params)
         nz = np.flatnonzero(c)
         if nz.size == 0 or c.size - nz[0] < 2:
-            return []
+            return np.empty(0, dtype=complex)
         roots = np.roots(c[nz[0]:]).astype(complex)
         if self.edge_var_is_square:
             roots = np.sqrt(roots)                 # principal root: Re >= 0
-        return sorted({float(r.real) for r in roots})
+        return roots
 
     def _integrand_values(self, A, kernel, params, x):
         g = np.empty(x.shape[0], dtype=np.complex128)
@@ -337,9 +352,10 @@ class AlgebraicSpectralLaw:
             if self.edge_var_is_square:
                 real = [mpmath.sqrt(r) for r in real if r >= 0]
             pts = sorted(set(([mpmath.mpf(0)] if self.even else []) + [r for r in real if (r > 0 or not self.even)]))
+            upper = _UpperRootMP(self, A, self.coefficient_matrix(*[float(p) for p in params]))
             bulks, start = [], None
             for lo, hi in zip(pts[:-1], pts[1:]):
-                g = self._mp_upper(A, (lo + hi) / 2)
+                g = upper((lo + hi) / 2)
                 # relative to |g|: at Delta = 1e12 the density is ~1e-13 (dps 10 lost the
                 # bulk against an absolute threshold and returned Delta for the MMSE)
                 flag = mpmath.im(g) > tol * abs(g)
@@ -415,47 +431,184 @@ class AlgebraicSpectralLaw:
             roots = polynomial_roots_mp(list(reversed(c)), digits=mpmath.mp.dps)
         return max(roots, key=lambda r: mpmath.im(r))
 
-    def mp_integrate(self, kernel: Kernel, *params, dps=30, error=False, which=None):
-        """The integrals of :meth:`integrate` in mpmath (tanh-sinh on each bulk).
+    def mp_integrate(self, kernel: Kernel, *params, dps=30, error=False, which=None,
+                     rule="edge"):
+        """The integrals of :meth:`integrate` in mpmath at ``dps`` digits.
 
+        ``rule="edge"``: each bulk by :func:`~symtheory.core.quadrature.integrate_edges_mp`
+        (the trapezoid rule in ``theta`` of ``x = m - h cos(theta)``, exponentially
+        convergent for a density with square-root edges), every integral from the same
+        nodes, the root at a node by :class:`_UpperRootMP`; a bulk with a branch point
+        close to it is cut there into tanh-sinh pieces (:meth:`_mp_pieces`), and so is
+        one the trapezoid rule does not resolve by its last level.
+        ``rule="tanh-sinh"``: ``mpmath.quad`` on every piece cut at every branch point's
+        real part, roots by Newton in mpmath (the earlier path, kept as a reference).
         ``which`` restricts the computation to some outputs (others are returned as 0).
         """
+        if rule not in ("edge", "tanh-sinh"):
+            raise ValueError(f"rule must be 'edge' or 'tanh-sinh', got {rule!r}")
         with mpmath.workdps(dps):
             bulks = self.mp_support(*params, dps=dps)
             A = self._mp_matrix(params)
             A_float = self.coefficient_matrix(*[float(p) for p in params])
-            near = self._near_singular_points(*[float(p) for p in params])
             mp_f = kernel.mp
+            if rule == "edge":
+                upper = _UpperRootMP(self, A, A_float)
+            else:
+                def upper(x):
+                    return self._mp_upper(A, x, A_float)
             cache: dict = {}
 
             def values(x):
                 if x not in cache:
-                    g = self._mp_upper(A, x, A_float)
+                    g = upper(x)
                     mu = max(mpmath.im(g), 0) / mpmath.pi
                     cache[x] = mp_f(x, mu, mpmath.re(g), *params)
                 return cache[x]
 
-            pieces = []
-            for a, b in bulks:
-                lo = mpmath.mpf(0) if (self.even and a < 0) else a
-                width = b - lo
-                cuts = [lo] + [mpmath.mpf(p) for p in near
-                               if lo + width / 1000 < p < b - width / 1000] + [b]
-                pieces.append(cuts)
-            totals, errs = [], []
-            for i in range(kernel.n_out):
-                tot = mpmath.mpf(0)
-                er = mpmath.mpf(0)
-                if which is not None and i not in which:
-                    totals.append(tot)
-                    errs.append(er)
-                    continue
-                for cuts in pieces:
-                    v, e = mpmath.quad(lambda x: values(x)[i], cuts, error=True)
-                    tot += v
-                    er += e
-                if self.even:
-                    tot, er = 2 * tot, 2 * er
-                totals.append(tot)
-                errs.append(er)
+            wanted = range(kernel.n_out) if which is None else \
+                [i for i in range(kernel.n_out) if i in which]
+            totals = [mpmath.mpf(0)] * kernel.n_out
+            errs = [mpmath.mpf(0)] * kernel.n_out
+
+            def tanh_sinh(a, b):
+                for i in wanted:
+                    v, e = mpmath.quad(lambda x: values(x)[i], [a, b], error=True)
+                    totals[i] += v
+                    errs[i] += e
+
+            if rule == "edge":
+                tol = mpmath.ldexp(1, -mpmath.mp.prec + 4)
+                for a, b, kind in self._mp_pieces(bulks, params):
+                    if kind != "tanh-sinh":
+                        v, e, _, ok = integrate_edges_mp(values, a, b, tol=tol,
+                                                         even=kind == "even")
+                    if kind == "tanh-sinh" or not ok:
+                        tanh_sinh(mpmath.mpf(0) if kind == "even" else a, b)
+                        continue
+                    for i in wanted:
+                        totals[i] += v[i]
+                        errs[i] += e[i]
+            else:
+                near = self._near_singular_points(*[float(p) for p in params])
+                for a, b in bulks:
+                    lo = mpmath.mpf(0) if (self.even and a < 0) else a
+                    width = b - lo
+                    cuts = [lo] + [mpmath.mpf(p) for p in near
+                                   if lo + width / 1000 < p < b - width / 1000] + [b]
+                    for ca, cb in zip(cuts[:-1], cuts[1:]):
+                        tanh_sinh(ca, cb)
+            if self.even:
+                totals = [2 * t for t in totals]
+                errs = [2 * e for e in errs]
             return (totals, errs) if error else totals
+
+    def _mp_pieces(self, bulks, params):
+        """``(a, b, kind)`` pieces of the mpmath bulks for :meth:`mp_integrate`: a bulk is
+        one piece for :func:`~symtheory.core.quadrature.integrate_edges_mp`, ``"edges"``
+        (an even law's bulk ``(-b, b)`` symmetric about 0: ``"even"``, its half ``[0, b]``
+        integrated) unless a branch point ``z`` is near it (``|Im theta*| <``
+        :data:`MP_CUT_IM_THETA`, ``z = m - h cos(theta*)``; real ones inside included):
+        then the bulk (or its half ``[0, b]``) is cut at their real parts into
+        ``"tanh-sinh"`` pieces (a singularity just off an end costs tanh-sinh a few
+        nodes; the trapezoid in ``theta`` many)."""
+        branch = self._branch_points(*[float(p) for p in params])
+        out = []
+        for a, b in bulks:
+            m, h = float(a + b) / 2, float(b - a) / 2
+            lo = mpmath.mpf(0) if (self.even and a < 0) else a
+            w = float(b - lo)
+            near = [z for z in branch
+                    if abs(np.arccos((m - complex(z)) / h).imag) < MP_CUT_IM_THETA]
+            cuts = sorted({float(z.real) for z in near
+                           if float(lo) + w / 1000 < z.real < float(b) - w / 1000})
+            if not cuts:
+                out.append((a, b, "even" if lo != a else "edges"))
+                continue
+            ends = [lo] + [mpmath.mpf(c) for c in cuts] + [b]
+            out += [(ca, cb, "tanh-sinh") for ca, cb in zip(ends[:-1], ends[1:])]
+        return out
+
+
+def _mpfr(v):
+    """An ``mpf`` as a gmpy2 ``mpfr``, exactly (the context holds its bits)."""
+    import gmpy2
+
+    sign, man, exp, _ = v._mpf_
+    if not man:
+        return gmpy2.mpfr(mpmath.nstr(v, 1)) if v else gmpy2.mpfr(0)
+    r = gmpy2.mul_2exp(gmpy2.mpfr(man), exp)
+    return -r if sign else r
+
+
+def _mpf(r):
+    """A gmpy2 ``mpfr`` as an ``mpf`` (rounded to the working precision)."""
+    if not r:
+        return mpmath.mpf(0)
+    return mpmath.mpf(tuple(int(k) for k in r.as_mantissa_exp()))
+
+
+class _UpperRootMP:
+    """``G(x - i0)`` inside the support at the working precision: Newton in gmpy2
+    (MPFR/MPC, ~30x faster than mpmath's mpc in Python) from the float64 root, with the
+    checks of :meth:`AlgebraicSpectralLaw._mp_upper`, which decides where they fail.
+
+    Newton stops when the next step would be below the working precision (the error
+    after a step ``s`` is ``|P''/(2 P')| s^2``), or at the backward-error stop next to an
+    edge (``|P| <= eps sum |c_k||g|^k``, a near-double root).
+    """
+
+    def __init__(self, law, A, A_float):
+        import gmpy2
+
+        self.law, self.A, self.A_float = law, A, A_float
+        self.prec = mpmath.mp.prec
+        self.ctx = gmpy2.context(precision=self.prec + 10)
+        with self.ctx:
+            self.rows = [[_mpfr(a) for a in row] for row in A]
+            self.eps = gmpy2.mul_2exp(gmpy2.mpfr(1), -self.prec + 4)
+
+    def __call__(self, x):
+        import gmpy2
+
+        g0 = complex(nb.upper_root(self.A_float, float(x)))
+        with self.ctx:
+            xr = _mpfr(x)
+            c = []
+            for row in self.rows:
+                acc = gmpy2.mpfr(0)
+                for a in reversed(row):
+                    acc = acc * xr + a
+                c.append(acc)
+            while c and not c[-1]:
+                c.pop()
+            absc = [abs(ck) for ck in c]
+            g = gmpy2.mpc(g0.real, max(g0.imag, 1e-8 * (abs(g0) + 1e-300)))
+            eps = self.eps
+            root = None
+            for _ in range(120):
+                p = dp = ddp = gmpy2.mpc(0)
+                bound = gmpy2.mpfr(0)
+                ag = abs(g)
+                for ck, ak in zip(reversed(c), reversed(absc)):
+                    ddp = ddp * g + 2 * dp
+                    dp = dp * g + p
+                    p = p * g + ck
+                    bound = bound * ag + ak
+                if abs(p) <= eps * bound:
+                    root = g
+                    break
+                if not dp:
+                    break
+                step = p / dp
+                g = g - step
+                ag = abs(g)
+                astep = abs(step)
+                if astep <= eps * ag or abs(ddp / (2 * dp)) * astep * astep <= eps * ag:
+                    root = g
+                    break
+            ok = (root is not None and g0.imag > 0 and root.imag > 0
+                  and abs(root - gmpy2.mpc(g0)) <= 1e-3 * (abs(g0) + 1))
+        if not ok:
+            return self.law._mp_upper(self.A, x)   # polyroots decides
+        return mpmath.mpc(_mpf(root.real), _mpf(root.imag))

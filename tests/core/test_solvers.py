@@ -641,3 +641,50 @@ def test_solver_results_are_results_with_their_old_signatures():
     pr = refine_root_mp(lambda v: mpmath.cos(v) - v, 0.7390851332151607, digits=20)
     assert isinstance(pr, Result) and pr.confirmed is pr.converged is True
     assert pr.iterations > 2 and pr.error < mpmath.mpf(10) ** -20 and pr.residual < 1e-25
+
+
+def test_newton_refined_float_roots_equal_the_polyroots_escalation():
+    """(x - 1/3)(x - 2)(x^2 + x + 7/4)(x + 1e-9): numpy.roots refined by Newton gives all
+    five to 40 digits, as the polyroots escalation does (forced by a larger max); a
+    near-double pair (separation 1e-9 relative) is left to polyroots (None)."""
+    from symtheory.core.solvers import _newton_roots_mp
+
+    with mpmath.workdps(60):
+        true = [mpmath.mpf(1) / 3, mpmath.mpf(2), mpmath.mpc(-0.5, mpmath.sqrt(1.5)),
+                mpmath.mpc(-0.5, -mpmath.sqrt(1.5)), mpmath.mpf("-1e-9")]
+        poly = [mpmath.mpf(1)]
+        for r in true:
+            poly = [a - r * b for a, b in zip(poly + [0], [0] + poly)]
+        poly = [mpmath.re(c) for c in poly]
+        fast = _newton_roots_mp(poly, 40)
+        assert fast is not None and len(fast) == 5
+        for r in true:
+            assert min(abs(f - r) for f in fast) < mpmath.mpf(10) ** -40 * abs(r)
+        got = polynomial_roots_mp(poly, digits=40)
+        for r in true:
+            assert min(abs(g - r) for g in got) < mpmath.mpf(10) ** -39 * abs(r)
+        close = [mpmath.mpf(1), mpmath.mpf(1) + mpmath.mpf("1e-9"), mpmath.mpf(3)]
+        poly = [mpmath.mpf(1)]
+        for r in close:
+            poly = [a - r * b for a, b in zip(poly + [0], [0] + poly)]
+        assert _newton_roots_mp(poly, 40) is None
+        got = polynomial_roots_mp(poly, digits=30)
+        for r in close:
+            assert min(abs(g - r) for g in got) < mpmath.mpf(10) ** -20
+
+
+def test_refine_root_mp_secant_carries_its_slope_into_the_confirmation():
+    """cos(v) = v from the float64 root: the secant with the slope carried into the
+    60-digit solve needs fewer evaluations than findroot restarted at each precision
+    (measured 5 vs 14), and both give the root to 1e-32 (findroot at 50 digits as the
+    independent value)."""
+    f = lambda v: mpmath.cos(v) - v  # noqa: E731
+    new = refine_root_mp(f, 0.7390851332151607, digits=30)
+    old = refine_root_mp(f, 0.7390851332151607, digits=30, method="findroot")
+    assert new.confirmed and old.confirmed and new.iterations < old.iterations
+    with mpmath.workdps(50):
+        exact = mpmath.findroot(f, mpmath.mpf("0.739"))
+        assert abs(new.value - exact) < mpmath.mpf(10) ** -32
+        assert abs(new.value_check - exact) < mpmath.mpf(10) ** -45
+    with pytest.raises(ValueError, match="method"):
+        refine_root_mp(f, 0.739, digits=10, method="newton")
