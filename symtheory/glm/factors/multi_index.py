@@ -163,9 +163,12 @@ class MultiIndexModel:
 
     @property
     def symmetries(self):
-        """Generators of the link's signed-row-permutation symmetry group, each with the
-        sign it gives ``g`` (:func:`~symtheory.glm.integrate.link_structure.link_symmetries`;
-        derived once, on first use)."""
+        """Generators of the link's signed-row-permutation symmetry group.
+
+        Each carries the sign it gives ``g``
+        (:func:`~symtheory.glm.integrate.link_structure.link_symmetries`; derived once,
+        on first use).
+        """
         if not hasattr(self, "_symmetries"):
             from ..integrate.link_structure import link_symmetries
 

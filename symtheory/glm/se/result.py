@@ -40,6 +40,17 @@ class SEResult(Result):
         of ``max |Q_hat|``).  Below ~0.3 the quadrature adds under 5% to the sampling
         error of the fixed point; ``None``: not estimated (a randomized rule's error is
         part of the sampling spread already).
+    samples : int or None
+        Frozen samples of ``xi`` (and of ``y``, when sampled) the fixed point was solved on.
+    observation : str
+        How the observation was treated: integrated given ``omega`` by which rule, or
+        sampled and why (:mod:`symtheory.glm.se.observation`).
+    observation_qhat_error : float or None
+        The observation rule's coarse sub-grid's effect on ``Q_hat`` at ``Q``, in its
+        standard errors (0 for an exact sum; ``None``: ``y`` sampled).
+    target_rounds : list
+        The rounds of :meth:`~symtheory.glm.se.staged_solve.StagedSolve.solve_to_target`,
+        ``(samples, max stderr, seconds)`` each (empty for a single solve).
     value : numpy.ndarray
         The overlap ``Q``.
     error : numpy.ndarray

@@ -269,16 +269,46 @@ class StagedSolve:
 
     def solve_to_target(self, target_error, Q0=None, *, max_samples=TARGET_MAX_SAMPLES,
                         progress=False, **solve_options) -> SEResult:
-        """Solve on growing frozen samples until the standard error of every free overlap at
-        the fixed point (``max Q_stderr``, the package's one meaning of a target error) is
-        at most ``target_error``, or ``max_samples`` is reached (then warned and said).
+        """Return the fixed point solved on frozen samples grown to a target error.
 
-        Each round solves (:meth:`solve`, warm-started at the last fixed point) and, while
-        the error is above the target, redraws ``samples x (error/target)^2`` (the Monte-
-        Carlo rate; randomized QMC on a smooth integrand converges faster and stops early),
-        rounded up to the scramblings times a power of 2, at least doubled, at most 64x.
-        The ETA (``progress``: one line per round on stderr) is the measured seconds per
-        sample of the last round times the next round's samples."""
+        The samples grow until the standard error of every free overlap at the fixed point
+        (``max Q_stderr``, the package's one meaning of a target error) is at most
+        ``target_error``, or ``max_samples`` is reached (then warned and said).  Each round
+        solves (:meth:`solve`, warm-started at the last fixed point) and, while the error is
+        above the target, redraws ``samples x (error/target)^2`` (the Monte-Carlo rate;
+        randomized QMC on a smooth integrand converges faster and stops early), rounded up
+        to the scramblings times a power of 2, at least doubled, at most 64x.
+
+        Parameters
+        ----------
+        target_error : float
+            Largest standard error of a free overlap at the fixed point (> 0).
+        Q0 : numpy.ndarray, optional
+            Starting overlap of the first round.
+        max_samples : int, optional
+            Cap on the frozen samples (>= the current ``samples``).
+        progress : bool, optional
+            One line per round on stderr with its ETA: the measured seconds per sample of
+            the last round times the next round's samples.
+        **solve_options
+            Passed to :meth:`solve`.
+
+        Returns
+        -------
+        SEResult
+            The last round's fixed point; ``target_rounds`` lists every round.
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=64,
+        ...                     noise_variance=0.5, check_channel=False)
+        >>> res = se.solve_to_target(1e-3)
+        >>> bool(float(res.Q_stderr.max()) <= 1e-3), round(float(res.Q[0, 0]), 3)
+        (True, 0.5)
+        """
         import sys
         import time
 
