@@ -172,8 +172,6 @@ def cmd_threshold(args) -> int:
                    if precision is not None and not r.converged]
     if unconfirmed:
         # the digits asked for were not produced: the table is kept, the status says so
-        import sys
-
         print(f"symtheory: error: --precision {precision}: digits not confirmed "
               f"({'; '.join(unconfirmed)})", file=sys.stderr)
         return 1

@@ -149,6 +149,8 @@ def _tanh_reference(n=120, ny=601, noise=0.1):
     return lam
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # 11 s: the default tier stays under 5 min
 def test_tanh_joint_flip_adaptive_rule_is_not_trivial():
     """y = tanh(z1 z2) + sqrt(0.1) xi with the channel's AdaptiveRule: E[Z|y] = 0 by the
     joint flip, so no trivial subspace (was alpha = 0); alpha within 4 batch standard

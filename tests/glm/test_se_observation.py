@@ -21,6 +21,8 @@ def _abs_model():
                            description="|z|")
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # 30-75 s: the default tier stays under 5 min
 def test_scalar_noisy_matches_scipy_quad():
     """E[g_out^2 | omega] of y = |z| + sqrt(0.2) xi by the observation rule against nested
     scipy quad of int dy Z_out(y) g_out(y)^2 (inner split at z = 0), to 1e-6 relative."""
@@ -80,6 +82,8 @@ def test_symmetry_average_keeps_symmetric_point_symmetric():
     assert abs(qb[0, 0] - qb[1, 1]) > 1e-8
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # 30-75 s: the default tier stays under 5 min
 def test_target_error_stops_on_the_error_bar():
     m = sign_product()
     se = StateEvolution(m, 3.5, samples=256, observation="integrate")

@@ -111,7 +111,8 @@ def test_sections_sympy_round_trip_and_latex(name, files, capsys):
 def test_what_each_model_derives(files):
     _, d = _case(files, "sign")
     assert d.item("cells").expr == sp.Matrix([[1, 1], [-1, -1]])
-    assert d.item("group_order").expr == 1 and "broken_0" in {i.key for i in d.items()}
+    # z -> -z maps sign(z) to -sign(z): an odd symmetry, the group {1, -1}
+    assert d.item("group_order").expr == 2 and "g -> -g" in d.item("symmetry_0").title
     _, d = _case(files, "abs")
     assert d.item("group_order").expr == 2
     y = sp.Symbol("y_obs", real=True)
@@ -233,8 +234,9 @@ def test_symbolic_operator_is_the_numeric_one():
 
 
 def test_not_derivable_is_said_not_omitted(tmp_path):
-    path = _file(tmp_path, "prod")
-    d = derive(load_model(path))          # noiseless: no reduction, not discrete
+    path = _file(tmp_path, "prod3")
+    d = derive(load_model(path))          # noiseless, 3 indices: no reduction, not discrete,
+    #                                       no level set of one free index
     assert d.item("preimages").note.startswith("not derivable")
     assert d.item("threshold_equation").expr is None
     text = render(d, "sympy")

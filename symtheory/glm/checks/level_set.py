@@ -9,7 +9,7 @@ smaller):
   the density is normalized and the posterior moments average back to the prior's (a
   wrong co-area weight, a missed branch or a fold integrated wrong breaks it).  The
   ``y`` integral is tanh-sinh split at the link's critical values (SymPy: ``g`` at the
-  zeros of its gradient), where ``Z_out`` has its log singularities, refined to 1e-10;
+  zeros of its gradient), where ``Z_out`` has its log singularities, refined to 1e-8;
 * **derivative** -- ``E[Z|y] - omega = V d log Z_out / d omega`` (Eq. (12) of
   arXiv:2502.00901) by a fourth-order central difference of ``log Z_out``, which involves
   none of the moment integrals.
@@ -32,12 +32,13 @@ LEVEL_SET_RTOL = 1e-6
 
 
 def _tower(channel, omega, V, cuts, scale):
-    """``int dy Z_out(y) (1, E[Z|y], E[ZZ^T|y])`` (tanh-sinh in ``y``, to 1e-10)."""
+    """``int dy Z_out(y) (1, E[Z|y], E[ZZ^T|y])`` (tanh-sinh in ``y``, to 1e-8: two
+    orders below :data:`LEVEL_SET_RTOL`)."""
     from ..integrate.level_set import output_nodes
 
     Sigma = np.kron(V, np.eye(channel.M))
     w, mean, cov, _ = output_nodes(channel.structure, omega.reshape(-1), Sigma, cuts, scale,
-                                   rtol=1e-10)
+                                   rtol=1e-8, levels=(4, 8))
     second = cov + mean[:, :, None] * mean[:, None, :]
     return np.concatenate([[w.sum()], w @ mean, np.einsum("k,kij->ij", w, second).ravel()])
 

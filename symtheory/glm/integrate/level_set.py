@@ -328,8 +328,27 @@ def _split_at_modes(structure, y, bounds, ids, omega, prec, logdet, scale):
                    np.concatenate([ids[:, 1:-1], np.full(mode.shape, -1)], axis=1))
 
 
+#: samples integrated together by :func:`level_set_moments` (memory: samples x pieces x
+#: nodes per array; 64 x 8 x 3000 doubles at the last level is 12 MB)
+CHUNK = 64
+
+
 def level_set_moments(structure: LevelSetStructure, y, omega, Sigma, *,
                       rtol=1e-10, max_level=MAX_LEVEL):
+    """:func:`_level_set_moments_chunk` over chunks of :data:`CHUNK` samples."""
+    y = np.asarray(y, dtype=float).reshape(-1)
+    omega = np.asarray(omega, dtype=float).reshape(y.size, 2)
+    if y.size <= CHUNK:
+        return _level_set_moments_chunk(structure, y, omega, Sigma, rtol=rtol,
+                                        max_level=max_level)
+    parts = [_level_set_moments_chunk(structure, y[i:i + CHUNK], omega[i:i + CHUNK], Sigma,
+                                      rtol=rtol, max_level=max_level)
+             for i in range(0, y.size, CHUNK)]
+    return tuple(np.concatenate([p[k] for p in parts]) for k in range(4))
+
+
+def _level_set_moments_chunk(structure: LevelSetStructure, y, omega, Sigma, *,
+                             rtol=1e-10, max_level=MAX_LEVEL):
     """``log Z_out``, ``E[z|y] - omega`` and ``Cov(z|y) - Sigma`` on the level set.
 
     ``y (n,)``, ``omega (n, 2)``, ``Sigma (2, 2)`` the prior covariance of the two flat

@@ -165,6 +165,31 @@ def _top_group(spectrum, errors):
 MAX_OUTER_NODES = 400
 
 
+def _weak_recovery_to_target(model, noise_variance, method, precision, prior, outer_nodes,
+                             width, rule, target_error, t0):
+    """:func:`weak_recovery` with the observation grid doubled until ``target_error``."""
+    if not (np.isfinite(target_error) and target_error > 0):
+        raise ParameterError(f"target_error must be finite and > 0, got {target_error}")
+    if method != "observation-grid" or precision is not None:
+        raise ParameterError("target_error applies to the observation-grid method without "
+                             f"precision (method here: {method!r})")
+    n, tried = int(outer_nodes), []
+    while True:
+        res = weak_recovery(model, noise_variance=noise_variance, method=method,
+                            prior=prior, outer_nodes=n, width=width, rule=rule)
+        tried.append(f"{n}: {res.error:.1e}")
+        if res.error <= target_error or 2 * n > MAX_OUTER_NODES:
+            break
+        n *= 2
+    res.details["outer_nodes_tried"] = tried
+    res.seconds = time.perf_counter() - t0
+    if res.error > target_error:
+        res.converged = False
+        res.message += (f"; error {res.error:.1e} above target_error {target_error:g} at "
+                         f"the largest observation grid ({n} per axis)")
+    return res
+
+
 def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, prior=None,
                   outer_nodes=48, width=8.0, rule=None, samples=200000, seed=0,
                   target_error=None):
@@ -233,26 +258,8 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
         raise ParameterError(f"noise_variance must be finite and >= 0, got {noise_variance}")
     method = choose_method(model, noise_variance) if method == "auto" else method
     if target_error is not None:
-        if not (np.isfinite(target_error) and target_error > 0):
-            raise ParameterError(f"target_error must be finite and > 0, got {target_error}")
-        if method != "observation-grid" or precision is not None:
-            raise ParameterError("target_error applies to the observation-grid method without "
-                                 f"precision (method here: {method!r})")
-        n, tried = int(outer_nodes), []
-        while True:
-            res = weak_recovery(model, noise_variance=noise_variance, method=method,
-                                prior=prior, outer_nodes=n, width=width, rule=rule)
-            tried.append(f"{n}: {res.error:.1e}")
-            if res.error <= target_error or 2 * n > MAX_OUTER_NODES:
-                break
-            n *= 2
-        res.details["outer_nodes_tried"] = tried
-        res.seconds = time.perf_counter() - t0
-        if res.error > target_error:
-            res.converged = False
-            res.message += (f"; error {res.error:.1e} above target_error {target_error:g} at "
-                             f"the largest observation grid ({n} per axis)")
-        return res
+        return _weak_recovery_to_target(model, noise_variance, method, precision, prior,
+                                        outer_nodes, width, rule, target_error, t0)
     P, M = model.P, model.M
     Jp = prior_jacobian(prior, P)
     rule = rule or TensorRule("gauss-hermite", 40)
@@ -314,21 +321,7 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
             message=_unresolved(zero, norm, spec_err) + _subspace_message(G, model, mult, group),
             seconds=time.perf_counter() - t0, details=details)
     if method == "level-set":
-        op = linearized_operator(model, method=method)
-        lam, G, spectrum = top_eigen(Jp @ op.matrix, P)
-        first_floor = 1e-9 * max(1.0, float(np.max(np.abs(op.T))))
-        details.update({"operator": op.matrix, "spectrum": spectrum, "mass": op.mass,
-                        "level_set": op.details})
-        if not model.is_even and np.max(np.linalg.eigvalsh(op.first)) > first_floor:
-            return _trivial_result(op.first, first_floor, P, method, t0, details)
-        # the tensor's last change (relative) moves lambda by at most as much; the
-        # density's mass defect and the rounding floor add
-        err = (op.details["error"] + abs(1.0 - op.mass) + 1e-14) / lam
-        return ThresholdResult(
-            kind="weak", value=1.0 / lam, error=err,
-            method=f"level-set (co-area; {op.details['y_nodes']} output nodes)",
-            subspace=G, eigenvalue=lam, converged=True, message=_subspace_message(G, model),
-            seconds=time.perf_counter() - t0, details=details)
+        return _weak_recovery_level_set(model, Jp, P, t0, details, group)
     if method == "cells":
         res = _weak_recovery_precision(model, method, noise_variance, 10, prior, t0)
         res.digits_confirmed = None
@@ -398,6 +391,38 @@ def _scalar_weak_recovery(model, noise_variance, prior, t0, level=6):
         kind="weak", value=1.0 / lam, error=max(err, 1e-15 / lam),
         method=f"scalar-quadrature (float64 nested tanh-sinh, level {level})", subspace=G,
         eigenvalue=lam, converged=True, message=_subspace_message(G, model),
+        seconds=time.perf_counter() - t0, details=details)
+
+
+def _weak_recovery_level_set(model, Jp, P, t0, details, group):
+    """Eq. (16) with the expectation on the level sets of a noiseless link (method
+    ``level-set`` of :func:`~symtheory.glm.thresholds.expectations.linearized_operator`):
+    the refinement's last relative change of the tensor, the density's mass defect and a
+    rounding floor make the error bar; a zero operator is ``alpha_c = inf``; the top
+    eigenspace is reported with its multiplicity."""
+    method = "level-set"
+    op = linearized_operator(model, method=method)
+    A = Jp @ op.matrix
+    spec = np.linalg.eigvalsh(0.5 * (A + A.T))
+    details.update({"mass": op.mass, "level_set": op.details})
+    first_floor = 1e-9 * max(1.0, float(np.max(np.abs(op.T))))
+    if not model.is_even and np.max(np.linalg.eigvalsh(op.first)) > first_floor:
+        return _trivial_result(op.first, first_floor, P, method, t0, details)
+    rel = op.details["error"] + abs(1.0 - op.mass) + 1e-14
+    spec_err = rel * np.max(np.abs(spec)) * np.ones_like(spec)
+    norm = float(np.max(np.abs(spec)))
+    zero = _is_zero(norm, float(np.max(spec_err)), model, group)
+    if zero:
+        return _infinite_result(norm, float(np.max(spec_err)), method, t0, details, model,
+                                group, P)
+    mult, tol = _top_group(spec, spec_err)
+    lam, G, spectrum = top_eigen(A, P, tol=tol)
+    details.update({"operator": op.matrix, "spectrum": spectrum, "multiplicity": mult})
+    return ThresholdResult(
+        kind="weak", value=1.0 / lam, error=rel / lam,
+        method=f"level-set (co-area; {op.details['y_nodes']} output nodes)",
+        subspace=G, eigenvalue=lam, converged=zero is not None,
+        message=_unresolved(zero, norm, spec_err) + _subspace_message(G, model, mult, group),
         seconds=time.perf_counter() - t0, details=details)
 
 
