@@ -297,13 +297,11 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
         spec = spectra["fine"]
         spec_err = sum(np.abs(spectra[k] - spec) for k in spectra) + mass_defect * np.abs(spec) \
             + 1e-13 * np.max(np.abs(spec))
-        norm = float(np.max(np.abs(spec)))
-        zero = _is_zero(norm, float(np.max(spec_err)), model, group)
-        if zero:
-            return _infinite_result(norm, float(np.max(spec_err)), method, t0, details, model,
-                                    group, P)
-        mult, tol = _top_group(spec, spec_err)
-        lam, G, spectrum = top_eigen(Jp @ op.matrix, P, tol=tol)
+        done, top = _zero_or_top(spec, spec_err, Jp @ op.matrix, model, group, P, method, t0,
+                                 details)
+        if done is not None:
+            return done
+        zero, norm, mult, lam, G, spectrum = top
         details["multiplicity"] = mult
         alphas = {k: 1.0 / v for k, v in lam_runs.items()}
         err = sum(abs(alphas[k] - alphas["fine"]) for k in alphas if k != "fine")
@@ -394,6 +392,20 @@ def _scalar_weak_recovery(model, noise_variance, prior, t0, level=6):
         seconds=time.perf_counter() - t0, details=details)
 
 
+def _zero_or_top(spec, spec_err, A, model, group, P, method, t0, details):
+    """``(alpha_c = inf result, None)`` when the operator is zero within its error bars,
+    else ``(None, (zero, norm, multiplicity, lambda_max, subspace, spectrum))`` with the
+    top eigenspace grouped within the error bars."""
+    norm = float(np.max(np.abs(spec)))
+    zero = _is_zero(norm, float(np.max(spec_err)), model, group)
+    if zero:
+        return _infinite_result(norm, float(np.max(spec_err)), method, t0, details, model,
+                                group, P), None
+    mult, tol = _top_group(spec, spec_err)
+    lam, G, spectrum = top_eigen(A, P, tol=tol)
+    return None, (zero, norm, mult, lam, G, spectrum)
+
+
 def _weak_recovery_level_set(model, Jp, P, t0, details, group):
     """Eq. (16) with the expectation on the level sets of a noiseless link (method
     ``level-set`` of :func:`~symtheory.glm.thresholds.expectations.linearized_operator`):
@@ -410,13 +422,10 @@ def _weak_recovery_level_set(model, Jp, P, t0, details, group):
         return _trivial_result(op.first, first_floor, P, method, t0, details)
     rel = op.details["error"] + abs(1.0 - op.mass) + 1e-14
     spec_err = rel * np.max(np.abs(spec)) * np.ones_like(spec)
-    norm = float(np.max(np.abs(spec)))
-    zero = _is_zero(norm, float(np.max(spec_err)), model, group)
-    if zero:
-        return _infinite_result(norm, float(np.max(spec_err)), method, t0, details, model,
-                                group, P)
-    mult, tol = _top_group(spec, spec_err)
-    lam, G, spectrum = top_eigen(A, P, tol=tol)
+    done, top = _zero_or_top(spec, spec_err, A, model, group, P, method, t0, details)
+    if done is not None:
+        return done
+    zero, norm, mult, lam, G, spectrum = top
     details.update({"operator": op.matrix, "spectrum": spectrum, "multiplicity": mult})
     return ThresholdResult(
         kind="weak", value=1.0 / lam, error=rel / lam,
