@@ -144,6 +144,11 @@ STABILITY_MARGIN = 1e-6
 #: own Jacobian (a seed ~1% off moves an eigenvalue by ~0.01)
 MARGINAL_EIGENVALUE = 0.9
 
+#: a chord step (Newton with a seeded Jacobian) is kept when it shrinks the residual at
+#: least this much; a seed within a few percent of the map's Jacobian contracts by ~0.05
+#: per step, so a seed that does worse than halving it is off and is dropped
+CHORD_CONTRACTION = 0.5
+
 
 def difference_jacobian(F: Callable, x, fx=None, *, step: float = 1e-6,
                         domain: Callable | None = None, directions=None,
@@ -238,7 +243,7 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     inside; at convergence ``F(x)`` is returned if inside, else ``x`` (``F`` can round
     onto the boundary, e.g. an overlap onto perfect recovery).
 
-    **Newton polish** (``newton_below > 0``): once the residual is below it, Newton steps
+    **Newton polish** (``newton_below > 0``; ``inf``: from the start): once the residual is below it, Newton steps
     on ``F(x) - x = 0`` with the Jacobian of :func:`difference_jacobian` (step
     ``jacobian_step``; next to the boundary ``jacobian_boundary_fraction`` of the distance
     to it) (``F`` must be smooth: e.g. a Monte-Carlo map on frozen samples) remove the critical slowing down
@@ -270,7 +275,10 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     a scalar map): the last one of a map that differs from ``F`` by less than ``F``'s own
     difference Jacobian is accurate, e.g. a state evolution with a randomized quadrature
     on a subset of its samples.  Newton steps then run as a chord method (the fixed point
-    is still ``F``'s: the residual test is unchanged); the stability verdict takes the
+    is still ``F``'s: the residual test is unchanged); a seed trusted everywhere
+    (``radius = inf``: a chord Jacobian) is kept while each step shrinks the residual at
+    least :data:`CHORD_CONTRACTION`-fold, and one step that does not drops it (the next
+    differences ``F``).  The stability verdict takes the
     seed too unless its largest eigenvalue exceeds :data:`MARGINAL_EIGENVALUE` (then
     ``F`` is differenced), and an escape drops it.  The result says where its
     ``jacobian`` was computed (``jacobian_point``, ``jacobian_radius``) and whether it is
@@ -287,7 +295,7 @@ def fixed_point(F: Callable, x0, *, damping: float = 0.0, adaptive: bool = True,
     """
     theta0 = check_damping(damping)
     tol = real("tol", tol, low=0.0, low_open=True)
-    newton_below = real("newton_below", newton_below, low=0.0)
+    newton_below = real("newton_below", newton_below, low=0.0, allow_inf=True)
     kick = real("kick", kick, low=0.0, low_open=True)
     # checked here, not at the first Jacobian deep inside the iteration
     jacobian_boundary_fraction = real("jacobian_boundary_fraction", jacobian_boundary_fraction,
@@ -326,9 +334,10 @@ def _jacobian_seed(jacobian_start, n: int, name: str):
         raise ParameterError(f"{name}: jacobian_start must be (point, J, radius) with a "
                              f"{n} x {n} J (1 x 1 for a scalar map): {exc}") from None
     if point.size != n or not (np.all(np.isfinite(point)) and np.all(np.isfinite(J0))
-                               and 0 <= radius < math.inf):
+                               and radius >= 0):
         raise ParameterError(f"{name}: jacobian_start must be a finite point of {n} "
-                             f"coordinates, a finite {n} x {n} J and a radius in [0, inf)")
+                             f"coordinates, a finite {n} x {n} J and a radius in [0, inf] "
+                             "(inf: a chord Jacobian)")
     return (point, J0, radius, True)
 
 
@@ -403,9 +412,18 @@ class _FixedPointSolve:
                 if wait > 0:
                     wait -= 1
                 else:
+                    last = self.last_jacobian
+                    chord = last is not None and last[3] and math.isinf(last[2])
+                    # a seed trusted everywhere (another map's Jacobian, radius inf) makes
+                    # this a chord step: it must contract by CHORD_CONTRACTION, else the
+                    # seed is dropped and the next attempt differences F itself
                     step = _newton_step(self.Fv, x, fx, res, self.jacobian, self.inside,
-                                        self.project, self.shaped)
-                    wait, skip = (0, 1) if step is not None else (skip, 2 * skip)
+                                        self.project, self.shaped,
+                                        accept=CHORD_CONTRACTION if chord else 1.0)
+                    if step is None and chord:
+                        self.last_jacobian, wait, skip = None, 0, 1
+                    else:
+                        wait, skip = (0, 1) if step is not None else (skip, 2 * skip)
             if step is None:
                 if self.adaptive:
                     theta = (min(0.5 * (1.0 + theta), 0.95) if res > prev_res
@@ -511,10 +529,10 @@ class _FixedPointSolve:
 NEWTON_BOUNDARY_FRACTION = 0.99
 
 
-def _newton_step(Fv, x, fx, res, jacobian, inside, project, shaped):
+def _newton_step(Fv, x, fx, res, jacobian, inside, project, shaped, accept=1.0):
     """``(x_new, F(x_new))`` of a Newton step on ``F(x) - x``, or ``None`` (see
     :func:`fixed_point`: refused towards an unstable point, outside the domain, or
-    when it does not lower the residual)."""
+    when it does not lower the residual below ``accept`` times ``res``)."""
     J = jacobian(x, fx)
     if J is None or _largest_real_eigenvalue(J)[0] > 1.0 + STABILITY_MARGIN:
         return None
@@ -542,7 +560,7 @@ def _newton_step(Fv, x, fx, res, jacobian, inside, project, shaped):
         if not inside(xn):
             return None
     fn = Fv(xn)
-    if np.all(np.isfinite(fn)) and float(np.max(np.abs(fn - xn))) < res:
+    if np.all(np.isfinite(fn)) and float(np.max(np.abs(fn - xn))) < accept * res:
         return xn, fn
     return None
 

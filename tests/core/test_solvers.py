@@ -154,9 +154,36 @@ def test_jacobian_start_is_used_as_a_chord_within_its_radius():
     assert np.array_equal(seeded.jacobian_point, x0) and seeded.jacobian_radius == 0.1
     np.testing.assert_array_equal(seeded.jacobian, 1.01 * A)
     for bad in ((x0, np.eye(3), 0.1), (x0, 1.01 * A), (x0, 1.01 * A, "far"),
-                (x0 + np.nan, 1.01 * A, 0.1), (x0, 1.01 * A, np.inf), (x0, 1.01 * A, -1)):
+                (x0 + np.nan, 1.01 * A, 0.1), (x0, 1.01 * A, np.nan), (x0, 1.01 * A, -1)):
         with pytest.raises(ParameterError, match="jacobian_start"):
             fixed_point(F, x0, jacobian_start=bad, **kw)
+
+
+def test_a_chord_seed_is_used_anywhere_while_it_contracts_and_dropped_when_it_does_not():
+    """A seed with radius inf (a chord Jacobian: the staged SE hands a coarse map's to the
+    next stage) steers Newton from the first step at any distance, here 0.2 off the fixed
+    point (1000 probe radii), with no difference probe: each chord step contracts the
+    error ~100-fold.  A seed far off (here with the sign of the coupling flipped and 0.9 on
+    the diagonal: steps contract by less than CHORD_CONTRACTION) is dropped after its
+    first failed step; the engine then differences F and still converges to the same point."""
+    from symtheory.core.solvers import CHORD_CONTRACTION
+
+    A = np.array([[0.5, 0.1], [0.2, 0.3]])
+    x_star = np.array([0.3, 0.2])
+    F = lambda v: x_star + A @ (v - x_star)  # noqa: E731
+    x0 = x_star + 0.2
+    kw = dict(adaptive=False, newton_below=np.inf, tol=1e-9, stability=True)
+    chord = fixed_point(F, x0, jacobian_start=(x0, 1.01 * A, np.inf), **kw)
+    assert chord.converged and chord.stable and chord.jacobian_seeded
+    assert np.max(np.abs(chord.value - x_star)) < 1e-8
+    assert chord.evaluations <= 6 and chord.jacobian_reuses >= chord.evaluations - 1
+    bad_seed = np.array([[0.9, -0.1], [-0.2, 0.9]])
+    step = np.linalg.solve(bad_seed - np.eye(2), x0 - F(x0))
+    x1 = x0 + step
+    assert np.max(np.abs(F(x1) - x1)) > CHORD_CONTRACTION * np.max(np.abs(F(x0) - x0))
+    dropped = fixed_point(F, x0, jacobian_start=(x0, bad_seed, np.inf), **kw)
+    assert dropped.converged and not dropped.jacobian_seeded
+    assert np.max(np.abs(dropped.value - x_star)) < 1e-8
 
 
 def test_a_seed_near_marginal_does_not_decide_stability():

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...core.progress import WorkBar
 from ...core.quadrature import TensorRule
-from ...core.solvers import ConvergenceWarning
+from ...core.solvers import MARGINAL_EIGENVALUE, ConvergenceWarning
 from ...core.validate import ParameterError
 from ..integrate.laplace_qmc import LaplaceQMCRule
 from .result import SEResult
@@ -35,6 +35,21 @@ WARMUP_FRACTION = 16
 #: against 1.5x the nodes) exceeds this many standard errors: the threshold under which it
 #: adds less than 5% to the error bar (added in quadrature)
 PEAK_RULE_SWITCH = 0.3
+
+#: samples (a prefix: it holds every scrambling) the refined rule of that estimate runs on.
+#: Its change of ``Q_hat`` is a mean over them of per-sample changes: for the change of a
+#: converged rule (per-sample changes ~1e-3 of the per-sample spread of ``g g^T``) 4096 of
+#: them estimate it to well within the all-sample standard error it is compared with, at a
+#: fraction of a full refined pass (measured, depth-2 attention at 16384 samples: 10.6 s of
+#: a 38 s solve before)
+CHANNEL_ERROR_SAMPLES = 4096
+
+#: a reduced link's solve stops at the coarse rule (half the nodes per axis) of its last
+#: warm-up stage when the requested rule moves ``Q_hat`` there by at most this many of its
+#: sampling standard errors: a bias of b standard errors widens the error bar by a factor
+#: sqrt(1 + b^2), 0.5% at 0.1 (measured, depth-2 attention, skip 1: 0.03 at alpha 0.3,
+#: 0.02 at 0.5, where the final stage cost 4 passes of the requested rule, 4x the cost)
+COARSE_RULE_EFFECT = 0.1
 #: with a randomized channel rule the second warm-up stage (coarsened rule) runs on this
 #: share of the samples, not on all of them (see :meth:`StagedSolve.solve`)
 RANDOMIZED_COARSE_FRACTION = 4
@@ -120,7 +135,7 @@ class _Run:
         # geometric tail (measured: phase retrieval, 43 evaluations of the warm-up,
         # where the geometric estimate from its transient said 117-382)
         newton = self.newton_below > target
-        stop = max(target, self.newton_below) if newton else target
+        stop = max(target, min(self.newton_below, r[-1])) if newton else target
         steps = (max(math.ceil(math.log(stop / r[-1]) / math.log(c)), 0)
                  + (ETA_NEWTON_STEPS if newton else 0))
         # never more than the stage's budget (at most half the iterations left: solve())
@@ -255,6 +270,9 @@ class StagedSolve:
         if peak_rule not in ("auto", None):
             raise ParameterError(f"peak_rule must be 'auto' or None, got {peak_rule!r}")
         tol = self.default_tol if tol is None else tol
+        if getattr(self, "_error_reference_rule", None) is not None:
+            # a previous solve stopped at the coarse rule: this one starts from the request
+            self.feature_rule, self._error_reference_rule = self._error_reference_rule, None
         P = self.model.P
         Q = self._check_Q(0.05 * np.eye(P) if Q0 is None else Q0)
         run = _Run(self, damping, tol, kick, max_kicks, max_iter, progress)
@@ -385,6 +403,12 @@ class StagedSolve:
         warm_newton = newton_below
         if isinstance(rule, LaplaceQMCRule) and newton_below > 0:
             warm_newton = max(newton_below, self.difference_step)
+        elif newton_below > 0:
+            # a deterministic rule's stage starts within the last subset's Monte-Carlo
+            # errors (~1e-2) of its fixed point, with the last stage's Jacobian as a chord
+            # seed: chord steps from there (each one pass; measured on depth-2 attention,
+            # 16384 samples: 26 damped passes to the coarse stage's fixed point before)
+            warm_newton = math.inf
         # with a randomized rule a stage also starts from the last Jacobian computed in a
         # stage before it, within that Jacobian's own probe radius (the difference step,
         # less next to the boundary): the map is smooth only to ~1e-4, so a difference
@@ -409,8 +433,11 @@ class StagedSolve:
                                     warm_newton if i else newton_below, inherited)
             stages.append((n_stage, stage_rule))
             q0, done = first.value, done + first.iterations
-            if inherit and first.jacobian_point is not None:
-                inherited = (first.jacobian_point, first.jacobian, first.jacobian_radius)
+            if first.jacobian_point is not None:
+                # a randomized rule's Jacobian holds within its probe radius; a
+                # deterministic rule's seeds chord steps wherever they contract
+                inherited = (first.jacobian_point, first.jacobian,
+                             first.jacobian_radius if inherit else math.inf)
             if i == 0 and peak_rule == "auto":
                 switch_note = self._switch_to_peak_rule(self._from_free(q0), n_stage)
                 if getattr(self, "feature_rule", rule) is not rule:
@@ -420,18 +447,31 @@ class StagedSolve:
                     # passes to 1 - Q11 = 3e-6, then 21 full ones to 4e-4)
                     break
         run.later = []
-        fp = run.iterate(q0, max(1, run.max_iter - done),
-                         warm_newton if stages else newton_below, inherited)
-        fp.iterations += done
+        if stages and stages[-1] == (self.samples, coarse) and first.converged and \
+                self._coarse_rule_suffices(rule, coarse, self._from_free(q0)):
+            # the last warm-up stage is the answer: the requested rule would move Q_hat by
+            # less than COARSE_RULE_EFFECT of its standard errors there
+            fp, stages = first, stages[:-1]
+            fp.iterations = done
+            fp.message += (f" on all samples with {coarse.describe()} ({rule.describe()} moves "
+                           f"Q_hat by {self._coarse_effect:.2g} standard errors there, < "
+                           f"{COARSE_RULE_EFFECT:g}, on the first "
+                           f"{min(self.samples, CHANNEL_ERROR_SAMPLES)} samples)")
+        else:
+            fp = run.iterate(q0, max(1, run.max_iter - done),
+                             warm_newton if stages else newton_below, inherited)
+            fp.iterations += done
         if stages:
-            fp.message += (f" in the final stage ({fp.iterations} iterations in all; warm-started "
-                           "by " + ", then ".join(
+            fp.message += ((" (" if fp is first else " in the final stage (") +
+                           f"{fp.iterations} iterations in all; warm-started by " + ", then ".join(
                                f"{n} samples" + ("" if r is None else f" on {r.describe()}")
                                for n, r in stages) + ")")
         fp.message += switch_note
         if fp.jacobian_seeded:
             fp.message += ("; the final stage's Jacobian (Newton steps, stability, Q_stderr) "
-                           "is the warm-up's, within its probe radius")
+                           "is the warm-up's, " + ("within its probe radius" if inherit else
+                                                   "as a chord (its largest eigenvalue below "
+                                                   f"{MARGINAL_EIGENVALUE:g})"))
         return fp
 
     def _fixed_point_result(self, fp, tol, stderr, trace) -> SEResult:
@@ -480,6 +520,30 @@ class StagedSolve:
                         channel_qhat_error=qhat_error, samples=self.samples,
                         observation=self.observation_note,
                         observation_qhat_error=self.observation_qhat_error)
+
+    def _coarse_rule_suffices(self, rule, coarse, Q) -> bool:
+        """Whether a reduced link's coarse tensor rule (half the nodes per axis) is the
+        answer at its own fixed point ``Q`` on all samples: the requested ``rule`` moves
+        ``Q_hat`` there by at most :data:`COARSE_RULE_EFFECT` of its sampling standard
+        errors (measured on the first :data:`CHANNEL_ERROR_SAMPLES` samples, the error
+        pass of the result: it is then the channel error reported, against ``rule``).
+        Otherwise the rule is restored and the final stage runs on it."""
+        if not (isinstance(rule, TensorRule) and isinstance(coarse, TensorRule)) or \
+                self.features is None:
+            return False
+        self.feature_rule, self._error_reference_rule = coarse, rule
+        saved = self.estimate_channel_error
+        try:
+            self.estimate_channel_error = True
+            self.qhat(Q)
+            effect = self.quadrature_qhat_error(Q)
+        finally:
+            self.estimate_channel_error = saved
+        self._coarse_effect = effect
+        if effect is not None and effect <= COARSE_RULE_EFFECT:
+            return True
+        self.feature_rule, self._error_reference_rule = rule, None
+        return False
 
     def _switch_to_peak_rule(self, Q, n) -> str:
         """After the first warm-up stage (fixed point ``Q`` on the first ``n`` samples):
