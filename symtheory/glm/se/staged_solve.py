@@ -22,6 +22,8 @@ from ...core.quadrature import TensorRule
 from ...core.solvers import MARGINAL_EIGENVALUE, ConvergenceWarning
 from ...core.validate import ParameterError
 from ..integrate.laplace_qmc import LaplaceQMCRule
+from . import multilevel
+from .multilevel import coarse_level
 from .result import SEResult
 
 #: :meth:`StagedSolve.solve` warms up on the first ``max(WARMUP_MIN_SAMPLES,
@@ -44,12 +46,6 @@ PEAK_RULE_SWITCH = 0.3
 #: a 38 s solve before)
 CHANNEL_ERROR_SAMPLES = 4096
 
-#: a reduced link's solve stops at the coarse rule (half the nodes per axis) of its last
-#: warm-up stage when the requested rule moves ``Q_hat`` there by at most this many of its
-#: sampling standard errors: a bias of b standard errors widens the error bar by a factor
-#: sqrt(1 + b^2), 0.5% at 0.1 (measured, depth-2 attention, skip 1: 0.03 at alpha 0.3,
-#: 0.02 at 0.5, where the final stage cost 4 passes of the requested rule, 4x the cost)
-COARSE_RULE_EFFECT = 0.1
 #: with a randomized channel rule the second warm-up stage (coarsened rule) runs on this
 #: share of the samples, not on all of them (see :meth:`StagedSolve.solve`)
 RANDOMIZED_COARSE_FRACTION = 4
@@ -270,9 +266,7 @@ class StagedSolve:
         if peak_rule not in ("auto", None):
             raise ParameterError(f"peak_rule must be 'auto' or None, got {peak_rule!r}")
         tol = self.default_tol if tol is None else tol
-        if getattr(self, "_error_reference_rule", None) is not None:
-            # a previous solve stopped at the coarse rule: this one starts from the request
-            self.feature_rule, self._error_reference_rule = self._error_reference_rule, None
+        self.multilevel = None      # the warm-up stages run one rule; see _staged_fixed_point
         P = self.model.P
         Q = self._check_Q(0.05 * np.eye(P) if Q0 is None else Q0)
         run = _Run(self, damping, tol, kick, max_kicks, max_iter, progress)
@@ -373,7 +367,7 @@ class StagedSolve:
         return res
 
     def _stage_plan(self, warmup, newton_below):
-        """``(rule, coarse rule, [(samples, coarse?)], Newton threshold after the first
+        """``(rule, coarse rule, [(samples, stage rule)], Newton threshold after the first
         stage, inherit the Jacobian?)`` of the stages before the final one."""
         rule = getattr(self, "feature_rule", None)
         if rule is None:
@@ -394,8 +388,12 @@ class StagedSolve:
         if isinstance(rule, LaplaceQMCRule):
             second = self.samples // RANDOMIZED_COARSE_FRACTION
             second = second if second > m else None
-        plan = ([(m, coarse is not None)] if m < self.samples else []) + (
-            [(second, True)] if coarse is not None and second is not None else [])
+        # a reduced link's tensor rule: the all-sample stage runs on the coarse level of
+        # the two-level map that follows it (glm.se.multilevel), a warm start only; the
+        # subset stage keeps half the nodes (its fixed point decides the peak rule)
+        level0 = coarse_level(rule) if self.features is not None and m < self.samples else None
+        plan = ([(m, coarse or rule)] if m < self.samples else []) + (
+            [(second, level0 or coarse)] if coarse is not None and second is not None else [])
         # with a randomized rule a stage after the first starts within a few of the last
         # subset's Monte-Carlo errors of its fixed point, inside the difference step its
         # Jacobian is measured with (the scale it treats the map as linear on): Newton
@@ -423,8 +421,7 @@ class StagedSolve:
         with every stage's iterations counted and named in its message."""
         rule, coarse, plan, warm_newton, inherit = self._stage_plan(warmup, newton_below)
         done, stages, switch_note, inherited = 0, [], "", None
-        for i, (n_stage, use_coarse) in enumerate(plan):
-            stage_rule = coarse if use_coarse else rule
+        for i, (n_stage, stage_rule) in enumerate(plan):
             run.later = [n for n, _ in plan[i + 1:]] + [self.samples]
             # at most half of the iterations left: a stage that converges slowly (its
             # coarse map near a nearly known layer) must leave the full map its share
@@ -447,26 +444,26 @@ class StagedSolve:
                     # passes to 1 - Q11 = 3e-6, then 21 full ones to 4e-4)
                     break
         run.later = []
-        if stages and stages[-1] == (self.samples, coarse) and first.converged and \
-                self._coarse_rule_suffices(rule, coarse, self._from_free(q0)):
-            # the last warm-up stage is the answer: the requested rule would move Q_hat by
-            # less than COARSE_RULE_EFFECT of its standard errors there
-            fp, stages = first, stages[:-1]
-            fp.iterations = done
-            fp.message += (f" on all samples with {coarse.describe()} ({rule.describe()} moves "
-                           f"Q_hat by {self._coarse_effect:.2g} standard errors there, < "
-                           f"{COARSE_RULE_EFFECT:g}, on the first "
-                           f"{min(self.samples, CHANNEL_ERROR_SAMPLES)} samples)")
-        else:
-            fp = run.iterate(q0, max(1, run.max_iter - done),
-                             warm_newton if stages else newton_below, inherited)
-            fp.iterations += done
+        ml_note = ""
+        if stages and stages[-1][0] == self.samples and first.converged and \
+                coarse_level(rule) is not None and stages[-1][1] == coarse_level(rule):
+            levels = multilevel.plan(self, self._from_free(q0), rule, stages[-1][1],
+                                     self._products, CHANNEL_ERROR_SAMPLES)
+            if levels is not None:
+                self.multilevel = levels
+                ml_note = "; final stage by " + levels.describe(rule)
+            else:
+                ml_note = (f"; final stage on {rule.describe()} over all samples (a two-level "
+                           "map would not halve its cost here)")
+        fp = run.iterate(q0, max(1, run.max_iter - done),
+                         warm_newton if stages else newton_below, inherited)
+        fp.iterations += done
         if stages:
-            fp.message += ((" (" if fp is first else " in the final stage (") +
+            fp.message += (" in the final stage (" +
                            f"{fp.iterations} iterations in all; warm-started by " + ", then ".join(
                                f"{n} samples" + ("" if r is None else f" on {r.describe()}")
                                for n, r in stages) + ")")
-        fp.message += switch_note
+        fp.message += switch_note + ml_note
         if fp.jacobian_seeded:
             fp.message += ("; the final stage's Jacobian (Newton steps, stability, Q_stderr) "
                            "is the warm-up's, " + ("within its probe radius" if inherit else
@@ -520,30 +517,6 @@ class StagedSolve:
                         channel_qhat_error=qhat_error, samples=self.samples,
                         observation=self.observation_note,
                         observation_qhat_error=self.observation_qhat_error)
-
-    def _coarse_rule_suffices(self, rule, coarse, Q) -> bool:
-        """Whether a reduced link's coarse tensor rule (half the nodes per axis) is the
-        answer at its own fixed point ``Q`` on all samples: the requested ``rule`` moves
-        ``Q_hat`` there by at most :data:`COARSE_RULE_EFFECT` of its sampling standard
-        errors (measured on the first :data:`CHANNEL_ERROR_SAMPLES` samples, the error
-        pass of the result: it is then the channel error reported, against ``rule``).
-        Otherwise the rule is restored and the final stage runs on it."""
-        if not (isinstance(rule, TensorRule) and isinstance(coarse, TensorRule)) or \
-                self.features is None:
-            return False
-        self.feature_rule, self._error_reference_rule = coarse, rule
-        saved = self.estimate_channel_error
-        try:
-            self.estimate_channel_error = True
-            self.qhat(Q)
-            effect = self.quadrature_qhat_error(Q)
-        finally:
-            self.estimate_channel_error = saved
-        self._coarse_effect = effect
-        if effect is not None and effect <= COARSE_RULE_EFFECT:
-            return True
-        self.feature_rule, self._error_reference_rule = rule, None
-        return False
 
     def _switch_to_peak_rule(self, Q, n) -> str:
         """After the first warm-up stage (fixed point ``Q`` on the first ``n`` samples):

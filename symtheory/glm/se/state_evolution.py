@@ -260,6 +260,10 @@ class StateEvolution(StagedSolve, MapLinearization):
         self.psd_projections = 0
         self.channel_error = None     # largest estimated error of the last posterior pass
         self.estimate_channel_error = True   # off while solve() iterates (cost of the check)
+        #: two-level Monte Carlo of the map (glm.se.multilevel), set by solve() for its
+        #: final stage (a reduced link's tensor rule) and kept for the fixed point's
+        #: Q_hat / Psi_out; None: one rule on all samples
+        self.multilevel = None
         self._set_rules(rule, estimator, difference_step)
         self._set_observation(observation)
 
@@ -636,13 +640,15 @@ class StateEvolution(StagedSolve, MapLinearization):
         # the channel object itself (compared by identity): a stage swaps it
         key = (self._check_Q(Q).tobytes(), self.samples, getattr(self, "feature_rule", None),
                self.channel, include_jacobian, self.estimate_channel_error)
-        last = getattr(self, "_last_moments", None)
-        if last is not None and last[0] == key:
-            self.channel_error, self._scrambling_sums = last[2], last[3]
-            return last[1]
+        # two entries: the two-level map alternates between its levels at one Q
+        cache = self.__dict__.setdefault("_moments_cache", {})
+        if key in cache:
+            self.channel_error, self._scrambling_sums = cache[key][1:]
+            return cache[key][0]
         out = self._posterior_moments(Q, include_jacobian)
-        self._last_moments = (key, out, self.channel_error,
-                              getattr(self, "_scrambling_sums", None))
+        if len(cache) >= 2:
+            del cache[next(iter(cache))]
+        cache[key] = (out, self.channel_error, getattr(self, "_scrambling_sums", None))
         return out
 
     def _posterior_moments(self, Q, include_jacobian):
@@ -692,9 +698,8 @@ class StateEvolution(StagedSolve, MapLinearization):
         # a 1601^2 trapezoid to 5e-10 (measured).  On a prefix of the samples (every
         # scrambling; see CHANNEL_ERROR_SAMPLES)
         k = min(len(Z), CHANNEL_ERROR_SAMPLES)
-        reference = getattr(self, "_error_reference_rule", None) or \
-            self.feature_rule.refined(CHANNEL_ERROR_REFINEMENT)
-        finer = rp.posterior(Ebr[:k], lw[:k], valid[:k], omega[:k], V, reference,
+        finer = rp.posterior(Ebr[:k], lw[:k], valid[:k], omega[:k], V,
+                             self.feature_rule.refined(CHANNEL_ERROR_REFINEMENT),
                              starts=None if starts is None else starts[:k])
         self._refined_moments = (self._refined_key(Q),
                                  Moments.from_posterior(finer[0], finer[1], finer[2], omega[:k], V))
@@ -792,8 +797,9 @@ class StateEvolution(StagedSolve, MapLinearization):
         Q = self._check_Q(Q)
         key = (Q.tobytes(), self.samples, getattr(self, "feature_rule", None),
                getattr(self.channel, "rule", None), self.estimate_channel_error)
-        if getattr(self, "_last_gout", (None,))[0] == key:
-            return self._last_gout[1]
+        cache = self.__dict__.setdefault("_gout_cache", {})
+        if key in cache:
+            return cache[key]
         moments = self.posterior_moments(Q)
         out = moments.output_functions()
         omega, V = moments.omega, moments.V
@@ -803,7 +809,9 @@ class StateEvolution(StagedSolve, MapLinearization):
             Vinv = np.linalg.inv(V)
             out = out + tuple(np.einsum("ab,sbm->sam", Vinv, m.reshape(omega.shape) - omega)
                               for m in independent_half_means(self._scrambling_sums))
-        self._last_gout = (key, out)
+        if len(cache) >= 2:     # two entries: the levels of the two-level map
+            del cache[next(iter(cache))]
+        cache[key] = out
         return out
 
     def qhat(self, Q, alpha=None):
@@ -846,6 +854,9 @@ class StateEvolution(StagedSolve, MapLinearization):
         if self.observation_rule is not None:
             sq, tw = self._integrated_products(Q)[:2]
             Qhat, stderr, m_sq, m_tw = self._qhat_from_products(sq, tw, alpha)
+        elif self.multilevel is not None:
+            sq, tw = self._two_levels(Q, self._products)
+            Qhat, stderr, m_sq, m_tw = self._qhat_from_products(sq, tw, alpha)
         else:
             g, dg = self.gout_at(Q)
             halves = self.gout_halves(Q) if self.estimator == "cross" else None
@@ -855,6 +866,31 @@ class StateEvolution(StagedSolve, MapLinearization):
         gap = float(np.max(np.abs(m_sq - m_tw)) / scale)
         self.evaluations += 1
         return Qhat, stderr, gap
+
+    def _products(self, Q):
+        """Per-sample ``(sum_m g g^T, -sum_m dg_mm)`` (symmetrized) at ``Q`` on the current
+        samples and rule."""
+        g, dg = self.gout_at(Q)
+        bad = ~np.all(np.isfinite(g.reshape(len(g), -1)), axis=1)
+        if bad.any():
+            raise FloatingPointError(f"g_out is not finite for {bad.sum()} of {len(g)} samples "
+                                     f"at Q = {Q.tolist()} (channel quadrature failed; try a "
+                                     "finer rule)")
+        tw = -np.einsum("sambm->sab", dg)
+        return np.einsum("sam,sbm->sab", g, g), 0.5 * (tw + np.swapaxes(tw, 1, 2))
+
+    def _two_levels(self, Q, values):
+        """Per-sample two-level values of ``values(Q)`` (a tuple of arrays): the coarse
+        rule of :attr:`multilevel` on all samples, telescoped with the requested rule on the
+        first ``fine_samples`` (:func:`~symtheory.glm.se.multilevel.telescope`)."""
+        from .multilevel import telescope
+
+        plan = self.multilevel
+        with self._stage(self.samples, plan.coarse):
+            coarse = values(Q)
+        with self._stage(plan.fine_samples, None):
+            fine = values(Q)
+        return tuple(telescope(c, f) for c, f in zip(coarse, fine))
 
     def _qhat_from_gout(self, g, dg, alpha, Q, halves=None):
         """``(Q_hat, stderr, E g g^T, E(-dg))`` of per-sample ``g_out, dg_out`` (see
@@ -986,11 +1022,21 @@ class StateEvolution(StagedSolve, MapLinearization):
         True
         """
         Q = self._check_Q(Q)
+        if self.multilevel is not None:
+            # the requested rule runs on the fine level's samples only: refined there,
+            # compared with the two-level map's standard errors
+            _, stderr, _ = self.qhat(Q)
+            with self._stage(self.multilevel.fine_samples, None):
+                return self._refinement_effect(Q, stderr)
+        return self._refinement_effect(Q, None)
+
+    def _refinement_effect(self, Q, stderr):
         ref = getattr(self, "_refined_moments", None)
         if ref is None or ref[0] != self._refined_key(Q):
             return None
         g, dg = self.gout_at(Q)
-        _, stderr, _, _ = self._qhat_from_gout(g, dg, self.alpha, Q)
+        if stderr is None:
+            _, stderr, _, _ = self._qhat_from_gout(g, dg, self.alpha, Q)
         g_ref, dg_ref = ref[1].output_functions()
         k = len(g_ref)          # the refined rule ran on the first k samples
         Qhat, _, _, _ = self._qhat_from_gout(g[:k], dg[:k], self.alpha, Q)
@@ -1044,6 +1090,9 @@ class StateEvolution(StagedSolve, MapLinearization):
         if self.observation_rule is not None:
             # E_omega int dy Z_out log Z_out: the rule's weighted log partition per sample
             logZ = self._integrated_products(Q)[2]
+        elif self.multilevel is not None:
+            logZ, = self._two_levels(Q, lambda q: (self.posterior_moments(
+                q, include_jacobian=include_jacobian).log_partition,))
         else:
             logZ = self.posterior_moments(Q, include_jacobian=include_jacobian).log_partition
         if not np.all(np.isfinite(logZ)):
