@@ -35,7 +35,7 @@ from . import _spectral_nb
 from .codegen import JitModule, Kernel
 from .quadrature import integrate_edges_mp
 from .result import Result, alias
-from .solvers import polynomial_roots_mp
+from .roots_mp import polynomial_roots_mp
 
 #: the Numba routines, compiled lazily at first call: logged like the kernels
 nb = JitModule(_spectral_nb)
