@@ -48,33 +48,19 @@ def _classes():
 
 
 # ---------------------------------------------------------------------- sizes
-def _docstring_lines(node) -> int:
-    """Lines of ``node``'s own docstring (0 without one)."""
-    body = getattr(node, "body", None)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        return body[0].end_lineno - body[0].lineno + 1
-    return 0
-
-
-def _code_lines(tree, n_lines) -> int:
-    """Lines of a module without its docstrings: the size rules are about code; numpydoc
-    docstrings (Parameters, Returns, Examples: issue 34) must not force a split."""
-    return n_lines - sum(_docstring_lines(node) for node in ast.walk(tree)
-                         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                                              ast.AsyncFunctionDef)))
+#: modules over MAX_MODULE_LINES allowed for now: split pending
+SPLIT_PENDING = {"glm/se/state_evolution.py"}
 
 
 def test_no_module_over_800_lines():
-    big = {}
-    for _, path in _sources():
-        text = path.read_text()
-        n = len(text.splitlines())
-        if path.suffix == ".py":
-            n = _code_lines(ast.parse(text), n)
-        if n > MAX_MODULE_LINES:
-            big[str(path.relative_to(ROOT))] = n
-    assert not big, f"modules over {MAX_MODULE_LINES} lines of code: {big}"
+    """Every line counts, docstrings included: a module too long to read is too long
+    whatever its lines are made of."""
+    big = {str(p.relative_to(ROOT)): n for _, p in _sources()
+           if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not set(big) - SPLIT_PENDING, f"modules over {MAX_MODULE_LINES} lines: {big}"
+    # an entry that is no longer over the limit leaves the allow-list
+    done = SPLIT_PENDING - set(big)
+    assert not done, f"split done, drop from SPLIT_PENDING: {done}"
 
 
 def test_no_function_over_120_lines():
@@ -82,13 +68,10 @@ def test_no_function_over_120_lines():
     for _, path, tree in _trees():
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                # its docstring and those of nested functions are not code (_code_lines)
-                n = node.end_lineno - node.lineno + 1 - sum(
-                    _docstring_lines(sub) for sub in ast.walk(node)
-                    if isinstance(sub, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)))
+                n = node.end_lineno - node.lineno + 1
                 if n > MAX_FUNCTION_LINES:
                     big.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({n})")
-    assert not big, f"functions over {MAX_FUNCTION_LINES} lines of code:\n" + "\n".join(big)
+    assert not big, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(big)
 
 
 # ---------------------------------------------------------------------- one of each
@@ -154,6 +137,15 @@ def test_exactly_one(what, where):
         assert hits == ["symtheory.core.softmax.softmax", "symtheory.core.softmax.softmax_rows"]
     else:
         assert hits == [where], hits
+
+
+def test_tanh_sinh_is_defined_in_quadrature_only():
+    """Compiled code calls core.quadrature's rule (compiled), and a local helper that
+    integrates by another tanh-sinh (mpmath.quad) says so in its name."""
+    outside = [f"{name}.{node.name}" for name, _, tree in _trees() for node in ast.walk(tree)
+               if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and "tanh_sinh" in node.name and name != "symtheory.core.quadrature"]
+    assert not outside, outside
 
 
 # ---------------------------------------------------------------------- imports

@@ -6,7 +6,7 @@ edge-adapted rules of :func:`symtheory.core.quadrature.integrate_edges_mp` (peri
 trapezoid in ``theta`` of ``x = m - h cos(theta)`` between two square-root edges), the
 law's root at each node by Newton in gmpy2 from the float64 root, the edges from
 ``numpy.roots`` refined by Newton, and the secant of
-:func:`symtheory.core.solvers.refine_root_mp` carrying its slope into the 2x-digit
+:func:`symtheory.core.roots_mp.refine_root_mp` carrying its slope into the 2x-digit
 confirmation.
 Reference: the same call with ``_reference_mp=True`` -- ``mpmath.quad`` (tanh-sinh) on
 every piece, Newton in mpmath's own ``mpc``, ``mpmath.polyroots`` for the edges,

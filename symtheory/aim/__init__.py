@@ -11,15 +11,16 @@ arXiv:2408.03733 (QN = one token, identity link, ``rho = kappa``).  Package nota
 
 Imports are lazy (``lazy_loader``): nothing numeric loads until an attribute is used.
 ``aim.theory`` is the submodule :mod:`symtheory.aim.theory` (``from symtheory.aim import
-theory``); its kernel holder is ``aim.theory.theory()``.
+theory``); its kernel holder is ``aim.theory.theory()``.  ``aim.denoising`` (the symmetric
+RIE of ``S``) and ``aim.hardmax`` (the hardmax channel of two tokens) are submodules too.
 """
 from __future__ import annotations
 
 import lazy_loader as _lazy
 
 __getattr__, __dir__, __all__ = _lazy.attach(
-    __name__, submodules=["theory"],
+    __name__, submodules=["denoising", "hardmax", "theory"],
     submod_attrs={"theory": ["AIMPoint", "alpha_pr", "alpha_tilde", "bo_curve", "bo_point",
                              "constraints_per_sample", "gen_error", "low_rank_point",
-                             "mmse_denoising", "mmse_denoising_mp", "qn_paper_units",
-                             "rho_infinity_mse", "rie_denoise", "thresholds"]})
+                             "qn_paper_units", "rho_infinity_mse", "thresholds"],
+                  "denoising": ["mmse_denoising", "mmse_denoising_mp", "rie_denoise"]})

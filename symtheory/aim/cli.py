@@ -49,7 +49,7 @@ THRESHOLD_COLUMNS = (
 def cmd_hardmax_theory(args) -> int:
     """Hardmax, T = 2 (aim.md 3.5): alpha, rho, mmse, q and the solve report."""
     from ..core.table import Table
-    from .theory import hardmax_mse
+    from .hardmax import hardmax_mse
 
     if args.seq_len != 2 or args.rho == 0 or math.isinf(args.rho) or args.delta != 0:
         raise ParameterError("--link hardmax needs --seq-len 2, 0 < --rho < inf, --delta 0")
@@ -202,7 +202,7 @@ HARDMAX_THRESHOLD_COLUMNS = (
 
 def cmd_hardmax_threshold(args) -> int:
     from ..core.table import Table
-    from .theory import hardmax_weak_recovery
+    from .hardmax import hardmax_weak_recovery
 
     if args.seq_len != 2:
         raise ParameterError(f"--link hardmax needs --seq-len 2, got {args.seq_len}")

@@ -141,7 +141,8 @@ def output_channel(data: aim_data.AIMData, hardmax_variant: str = "bayes"):
     signs ``s_a = 2 y_aa - 1`` (``(n, 2)``)."""
     from ..glm.factors.linear_rank import LinearRankChannel
     from . import model as M
-    from .theory import hardmax_channel, theory
+    from .hardmax import hardmax_channel
+    from .theory import theory
 
     T = data.seq_len
     rows, cols = np.triu_indices(T)
@@ -160,7 +161,8 @@ def output_channel(data: aim_data.AIMData, hardmax_variant: str = "bayes"):
 
 def se_engine(data: aim_data.AIMData, hardmax_variant: str = "bayes"):
     """The scalar spectral SE of the same model (aim.md 3.3) at the realised alpha."""
-    from .theory import _engine, hardmax_engine
+    from .hardmax import hardmax_engine
+    from .theory import _engine
 
     if data.link == "hardmax":
         return hardmax_engine(data.alpha, data.rho, hardmax_variant)
@@ -248,7 +250,8 @@ def run_gamp(data: aim_data.AIMData, *, damping: float = 0.3, max_iter: int = 20
 
 def se_mse(alpha, rho, seq_len, link, delta=0.0, hardmax_variant="bayes") -> float:
     """The state-evolution MSE the GAMP runs are compared to (aim.md 3.3-3.5)."""
-    from .theory import hardmax_mse, solve_mse
+    from .hardmax import hardmax_mse
+    from .theory import solve_mse
 
     if link == "hardmax":
         return float(hardmax_mse(alpha, rho, hardmax_variant).value)

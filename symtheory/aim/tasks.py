@@ -1,6 +1,6 @@
 """AIM / QN computations and figures for sweeps and ``symtheory reproduce`` (declarations only).
 
-Thin wrappers over :func:`symtheory.aim.theory.bo_point` / :func:`~symtheory.aim.theory.hardmax_mse`
+Thin wrappers over :func:`symtheory.aim.theory.bo_point` / :func:`~symtheory.aim.hardmax.hardmax_mse`
 (aim.md 3.3-3.5, 3.8), :func:`symtheory.aim.gamp.run_gamp` (GAMP-RIE, aim.md 5) and
 :func:`symtheory.aim.gd.run_gd` (single and averaged GD, aim.md 6; needs the ``gd`` extra).
 The figures follow the AIM paper's pattern: MSE vs alpha for T = 2..6 with AMP and GD
@@ -51,7 +51,9 @@ def theory_point(rho, seq_len, link, inv_temp, delta, alpha, hardmax_variant, ge
     from . import theory as th
 
     if link == "hardmax":
-        res = th.hardmax_mse(alpha, rho, hardmax_variant)
+        from .hardmax import hardmax_mse
+
+        res = hardmax_mse(alpha, rho, hardmax_variant)
         mse = float(res.value)
         return {"mmse": mse, "q": 1 + rho - mse, "gen_error": math.nan,
                 "alpha_tilde": math.nan, "alpha_pr": math.inf,

@@ -12,6 +12,9 @@ output channel and the scalar spectral state evolution
 any inverse temperature, ``T(T+1)/2`` for the identity; derived from the link's
 Jacobian), ``delta/2`` the output noise per u-space index (aim.md 1.2, 3.4).  Solved by
 a bracketed Brent root (unique root: tested), or to any number of digits with mpmath.
+
+The denoiser whose MMSE this is stands in :mod:`symtheory.aim.denoising`; the hardmax
+channel of two tokens, with its own SE, in :mod:`symtheory.aim.hardmax`.
 """
 from __future__ import annotations
 
@@ -202,118 +205,6 @@ def alpha_pr(rho, seq_len, link="softmax") -> float:
     return _at_pr(rho) / (SAMPLE_FACTOR * k)
 
 
-def mmse_denoising(rho, D, *, rtol=1e-11) -> float:
-    """Return the MMSE ``(1/d) E||S_hat - S||_F^2`` of the symmetric RIE at noise ``D`` (aim.md 3.1).
-
-    ``S`` is the tied prior of width ratio ``rho`` (``Q0 = 1 + rho``), observed as
-    ``S + sqrt(D) Z`` with ``Z`` GOE (semicircle on ``[-2, 2]``).
-
-    Parameters
-    ----------
-    rho : float
-        Width ratio ``r/d`` (> 0, ``inf`` allowed: ``D/(1 + D)``).
-    D : float
-        Noise variance (> 0).
-    rtol : float, optional
-        Relative tolerance of the quadrature.
-
-    Returns
-    -------
-    float
-        The MMSE.
-
-    Examples
-    --------
-    >>> from symtheory import aim
-    >>> round(aim.mmse_denoising(0.5, 0.1), 12)
-    0.066541493203
-    """
-    rho = validate.real("rho", rho, low=0, low_open=True, allow_inf=True)
-    D = validate.real("D", D, low=0, low_open=True)
-    th = theory()
-    if math.isinf(rho):
-        return float(th.rho_inf_mmse(D)[0])
-    return th.prior.mmse((math.sqrt(rho),), D, rtol=rtol)
-
-
-def mmse_denoising_mp(rho, D, dps=30):
-    """Return :func:`mmse_denoising` computed in mpmath at ``dps`` digits: the independent path.
-
-    Parameters
-    ----------
-    rho : float
-        Width ratio ``r/d`` (> 0, ``inf`` allowed); floats are read by their shortest
-        repr (:func:`~symtheory.glm.se.spectral.exact_mpf`).
-    D : float
-        Noise variance (> 0).
-    dps : int, optional
-        Decimal digits of the working precision.
-
-    Returns
-    -------
-    mpmath.mpf
-        The MMSE.
-
-    Examples
-    --------
-    >>> from symtheory import aim
-    >>> v = aim.mmse_denoising_mp(0.5, 0.1, dps=20)
-    >>> abs(float(v) - aim.mmse_denoising(0.5, 0.1)) < 1e-12
-    True
-    """
-    import mpmath
-
-    with mpmath.workdps(dps):
-        rho_m, D_m = exact_mpf(rho), exact_mpf(D)
-        if mpmath.isinf(rho_m):
-            return theory().rho_inf_mmse.mp(D_m)[0]
-        return theory().prior.mmse_mp((mpmath.sqrt(rho_m),), D_m, dps=dps)
-
-
-def rie_denoise(R, rho, D):
-    """Return the symmetric RIE estimate of ``S`` from ``R = S + sqrt(D) Z`` (aim.md 3.1).
-
-    ``Z`` GOE with semicircle on ``[-2, 2]``; eigenvalues outside the limiting support use
-    the physical branch of the Hilbert transform.
-
-    Parameters
-    ----------
-    R : array_like
-        The observed symmetric ``d x d`` matrix.
-    rho : float
-        Width ratio ``r/d`` of ``S`` (> 0).
-    D : float
-        Noise variance (> 0).
-
-    Returns
-    -------
-    numpy.ndarray
-        The estimate ``S_hat`` (``d x d``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from symtheory import aim
-    >>> rng = np.random.default_rng(0)
-    >>> d, r, D = 200, 100, 0.1
-    >>> W = rng.standard_normal((d, r))
-    >>> S = W @ W.T / np.sqrt(r * d)                 # (1/d) E||S||^2 = 1 + rho
-    >>> G = rng.standard_normal((d, d))
-    >>> R = S + np.sqrt(D) * (G + G.T) / np.sqrt(2 * d)
-    >>> S_hat = aim.rie_denoise(R, rho=r / d, D=D)
-    >>> round(float(np.sum((S_hat - S) ** 2)) / d, 2), round(aim.mmse_denoising(0.5, D), 2)
-    (0.07, 0.07)
-    """
-    R = np.asarray(R, dtype=float)
-    if R.ndim != 2 or R.shape[0] != R.shape[1]:
-        raise validate.ParameterError(f"R must be a square matrix, got shape {R.shape}")
-    if not np.all(np.isfinite(R)):
-        raise validate.ParameterError("R contains non-finite entries")
-    rho = validate.real("rho", rho, low=0, low_open=True)
-    D = validate.real("D", D, low=0, low_open=True)
-    return theory().prior.denoise(R, (math.sqrt(rho),), D)
-
-
 # --------------------------------------------------------------------- errors
 class _SoftmaxIndices:
     """Adapter for :func:`glm.se.errors.bayes_error`: ``P = 1`` row of ``K`` u-space
@@ -461,7 +352,7 @@ class AIMPoint(Result):
     mmse = alias("value", "(1/d)||S_hat - S||_F^2 at the fixed point.")
 
 
-def _spectral_engine(fisher, alpha, rho, name) -> ScalarSpectralSE:
+def spectral_engine(fisher, alpha, rho, name) -> ScalarSpectralSE:
     """The tied prior's scalar spectral SE (aim.md 3.3) for a channel's ``E||g_out||^2``."""
     return ScalarSpectralSE(spectral_prior(rho), fisher, alpha, sample_factor=SAMPLE_FACTOR,
                             name=f"AIM {name}overlap at alpha={alpha}, rho={rho}")
@@ -481,7 +372,7 @@ def _engine(alpha, rho, seq_len, link, delta) -> ScalarSpectralSE:
     th = theory()
     k = constraints_per_sample(seq_len, link)
     channel = LinearRankChannel(k, seq_len * (seq_len + 1) // 2, float(th.noise(delta)[0]))
-    return _spectral_engine(channel.fisher, alpha, rho, "")
+    return spectral_engine(channel.fisher, alpha, rho, "")
 
 
 def solve_mse(alpha, rho, seq_len, link="softmax", delta=0.0) -> SolverResult:
@@ -844,78 +735,3 @@ def qn_paper_units(mse, delta, kappa) -> dict:
     kappa = validate.real("kappa", kappa, low=0, low_open=True)
     return {"mse_paper": validate.real("mse", mse, low=0) / kappa,
             "delta_paper": validate.real("delta", delta, low=0) / kappa}
-
-
-# --------------------------------------------------------------------- hardmax, T = 2
-def hardmax_channel(variant: str = "bayes"):
-    """The hardmax output channel of two tokens (aim.md 3.5): a bivariate Gaussian
-    orthant channel on the projection :func:`model.hardmax_projection`.  ``variant``:
-    ``bayes`` (the derivative of ``log Phi_2``, Bayes-optimal) or ``joint-density`` (the
-    published code's surrogate: NOT Bayes-optimal, reproduction only)."""
-    from ..glm.factors.orthant import BivariateOrthantChannel
-
-    if variant not in M.HARDMAX_VARIANTS:
-        raise validate.ParameterError(f"hardmax variant must be one of "
-                                      f"{', '.join(M.HARDMAX_VARIANTS)}, got {variant!r}")
-    key = ("hardmax", variant)
-    cache = theory()._ranks
-    if key not in cache:
-        cache[key] = BivariateOrthantChannel(M.hardmax_projection(2), variant)
-    return cache[key]
-
-
-def hardmax_engine(alpha, rho, variant: str = "bayes") -> ScalarSpectralSE:
-    """Scalar spectral SE (aim.md 3.3) with the hardmax channel's ``E||g_out||^2`` by
-    quadrature (:meth:`glm.factors.orthant.BivariateOrthantChannel.fisher`)."""
-    alpha = validate.real("alpha", alpha, low=0)
-    rho = validate.real("rho", rho, low=0, low_open=True)
-    return _spectral_engine(hardmax_channel(variant).fisher, alpha, rho, "hardmax ")
-
-
-def hardmax_mse(alpha, rho, variant: str = "bayes", *, xtol: float = 1e-10) -> SolverResult:
-    """MSE ``(1/d)||S_hat - S||_F^2`` of the hardmax (T = 2) state evolution at
-    ``alpha = n/d^2`` (aim.md 3.5; no perfect recovery for discrete outputs)."""
-    eng = hardmax_engine(alpha, rho, variant)
-    if eng.alpha == 0:
-        return SolverResult(eng.v_max, True, 0, 0.0, "exact", "alpha = 0: nothing learned")
-    return eng.solve(xtol=xtol)
-
-
-def hardmax_weak_recovery_closed_form(variant: str = "bayes", dps: int = 30):
-    """aim.md 4.4 closed forms of the low-rank weak-recovery threshold ``alpha_bar_WR``:
-    ``3/(8 [2/(pi + 2a) + 1/(pi - 2a)])``, ``a = arcsin(1/3)`` (bayes); for the
-    joint-density variant the same sum with ``phi_2(0, 0; +-1/3)`` in place of
-    ``phi(0) Phi(0)`` (mpmath at ``dps`` digits; checked against the quadrature path)."""
-    import mpmath
-
-    with mpmath.workdps(dps + 10):
-        a = mpmath.asin(mpmath.mpf(1) / 3)
-        if variant == "bayes":
-            return +(3 / (8 * (2 / (mpmath.pi + 2 * a) + 1 / (mpmath.pi - 2 * a))))
-        # Z(s) = (pi +- 2a)/(4 pi); dZ = phi_2(0, 0; r) = 1/(2 pi sqrt(8/9)); the quadratic
-        # form (s^T C0 s)/3 = (6 +- 2)/3
-        dz = 1 / (2 * mpmath.pi * mpmath.sqrt(mpmath.mpf(8) / 9))
-        F = 2 * (dz**2 * 8 / 3) / ((mpmath.pi + 2 * a) / (4 * mpmath.pi)) \
-            + 2 * (dz**2 * 4 / 3) / ((mpmath.pi - 2 * a) / (4 * mpmath.pi))
-        return +(1 / (2 * F))
-
-
-def hardmax_weak_recovery(variant: str = "bayes", *, digits: int = 30):
-    """Weak-recovery threshold ``alpha_bar_WR = 1/(2 E||g_out||^2)`` at ``q = 0``, ``V = 1``
-    (aim.md 4.4; ``alpha_bar = n/(d r)``) by the mpmath quadrature path
-    (:meth:`glm.factors.orthant.BivariateOrthantChannel.fisher_at_zero_mp`) at ``digits`` and
-    ``2 digits``.  Returns ``(value string, agreeing digits, |value - closed form|)``."""
-    import mpmath
-
-    digits = validate.integer("digits", digits, low=1)
-    ch = hardmax_channel(variant)
-    vals = []
-    for dps in (digits + 5, 2 * digits + 5):
-        with mpmath.workdps(dps):
-            vals.append(1 / (2 * ch.fisher_at_zero_mp(1, dps=dps)))
-    with mpmath.workdps(2 * digits + 10):
-        diff = abs(vals[0] - vals[1])
-        agree = float(-mpmath.log10(diff / abs(vals[1]))) if diff else math.inf
-        closed = hardmax_weak_recovery_closed_form(variant, dps=2 * digits + 5)
-        return (mpmath.nstr(vals[0], digits), round(min(agree, 2 * digits), 1),
-                float(abs(vals[1] - closed)))

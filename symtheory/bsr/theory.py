@@ -25,7 +25,7 @@ relative tolerance, not merely that an iteration stopped.
   (:func:`~symtheory.core.roots.certify_root`); ``converged`` iff ``w <= rtol v``.
   Otherwise the result says so (``converged=False``) and the mpmath path
   (``precision=``, confirmed at twice the digits by
-  :func:`~symtheory.core.solvers.refine_root_mp`) is the way to more digits.
+  :func:`~symtheory.core.roots_mp.refine_root_mp`) is the way to more digits.
 """
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ from ..core.codegen import Kernel
 from ..core.result import Result, alias
 from ..core.roots import (EPS, TINY, CertifiedRoot, Estimate, bracketed_root, certified_lower_root,
                           certify_root, quadratic_roots, tighter_bracket)
-from ..core.solvers import ConvergenceWarning, positive_fixed_point, refine_root_mp
+from ..core.roots_mp import refine_root_mp
+from ..core.solvers import ConvergenceWarning, positive_fixed_point
 from ..glm.se.spectral import exact_mpf, precision_report
 from . import model as M
 from .kernels import BSRTheory, canonical, check_params, theory

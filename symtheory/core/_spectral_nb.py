@@ -8,7 +8,9 @@ import math
 
 import numba
 import numpy as np
+from numba.extending import register_jitable
 
+from . import quadrature
 from .quadrature import tanh_sinh_unit
 
 #: float64 machine epsilon (a global: Numba freezes it into the compiled code)
@@ -169,20 +171,10 @@ def real_root_between(A, x, lo, hi):
     return np.nan
 
 
-# the one tanh-sinh rule (core.quadrature.tanh_sinh_unit), compiled for the drivers below
-_tanh_sinh_unit = numba.njit(cache=True)(tanh_sinh_unit)
-
-
-@numba.njit(cache=True)
-def tanh_sinh(a, b, level, only_new):
-    """:func:`symtheory.core.quadrature.tanh_sinh_nodes` inside Numba: nodes and
-    unit-step weights on ``[a, b]``."""
-    side, gap, w = _tanh_sinh_unit(level, only_new)
-    h = 0.5 * (b - a)
-    x = np.empty(side.shape[0])
-    for i in range(side.shape[0]):
-        x[i] = a + h * gap[i] if side[i] < 0 else b - h * gap[i]
-    return x, h * w
+# the one tanh-sinh rule, compiled for the drivers below: core.quadrature's own
+# tanh_sinh_nodes, with the unit rule it calls made callable from compiled code
+register_jitable(tanh_sinh_unit)
+tanh_sinh_nodes = numba.njit(cache=True)(quadrature.tanh_sinh_nodes)
 
 
 def build_integrate(kern, jit):
@@ -210,7 +202,7 @@ def build_integrate(kern, jit):
             acc[:] = 0.0
             ok = False
             for level in range(max_level + 1):
-                x, w = tanh_sinh(a, b, level, level > 0)
+                x, w = tanh_sinh_nodes(a, b, level, level > 0)
                 g = np.empty(x.shape[0], dtype=np.complex128)
                 upper_roots_continued(A, x, g)
                 vals = np.empty((x.shape[0], n_out))
@@ -253,7 +245,7 @@ def _density_on(A, x):
 @numba.njit(cache=True)
 def _log_integral(A, a, b, x0, level):
     """int_a^b mu(y) log|x0 - y| dy (x0 outside (a, b) or at an end)."""
-    y, w = tanh_sinh(a, b, level, False)
+    y, w = tanh_sinh_nodes(a, b, level, False)
     mu = _density_on(A, y)
     s = 0.0
     for i in range(y.shape[0]):
@@ -276,7 +268,7 @@ def log_energy(A, bulks, level):
     logx = 0.0
     for p in range(bulks.shape[0]):
         a, b = bulks[p, 0], bulks[p, 1]
-        x, w = tanh_sinh(a, b, level, False)
+        x, w = tanh_sinh_nodes(a, b, level, False)
         mu = _density_on(A, x)
         for k in range(x.shape[0]):
             if mu[k] == 0.0:

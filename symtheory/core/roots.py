@@ -21,7 +21,7 @@ The functions are written for a residual that *decreases* through its root (posi
 below, negative above), the form of a fixed point ``v = err(v)`` written as
 ``g(v) = err(v) - v`` with a contracting error map, and a positive root (the relative
 tolerance is against it).  A high-precision root confirmed at twice the digits is
-:func:`symtheory.core.solvers.refine_root_mp`.
+:func:`symtheory.core.roots_mp.refine_root_mp`.
 """
 from __future__ import annotations
 

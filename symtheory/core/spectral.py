@@ -35,7 +35,7 @@ from . import _spectral_nb
 from .codegen import JitModule, Kernel
 from .quadrature import integrate_edges_mp
 from .result import Result, alias
-from .solvers import polynomial_roots_mp
+from .roots_mp import polynomial_roots_mp
 
 #: the Numba routines, compiled lazily at first call: logged like the kernels
 nb = JitModule(_spectral_nb)
@@ -471,7 +471,9 @@ class AlgebraicSpectralLaw:
             totals = [mpmath.mpf(0)] * kernel.n_out
             errs = [mpmath.mpf(0)] * kernel.n_out
 
-            def tanh_sinh(a, b):
+            def mpmath_quad(a, b):
+                # mpmath's own quadrature (its tanh-sinh) on one piece: not the float64
+                # rule of core.quadrature
                 for i in wanted:
                     v, e = mpmath.quad(lambda x: values(x)[i], [a, b], error=True)
                     totals[i] += v
@@ -484,7 +486,7 @@ class AlgebraicSpectralLaw:
                         v, e, _, ok = integrate_edges_mp(values, a, b, tol=tol,
                                                          even=kind == "even")
                     if kind == "tanh-sinh" or not ok:
-                        tanh_sinh(mpmath.mpf(0) if kind == "even" else a, b)
+                        mpmath_quad(mpmath.mpf(0) if kind == "even" else a, b)
                         continue
                     for i in wanted:
                         totals[i] += v[i]
@@ -497,7 +499,7 @@ class AlgebraicSpectralLaw:
                     cuts = [lo] + [mpmath.mpf(p) for p in near
                                    if lo + width / 1000 < p < b - width / 1000] + [b]
                     for ca, cb in zip(cuts[:-1], cuts[1:]):
-                        tanh_sinh(ca, cb)
+                        mpmath_quad(ca, cb)
             if self.even:
                 totals = [2 * t for t in totals]
                 errs = [2 * e for e in errs]

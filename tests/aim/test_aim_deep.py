@@ -81,7 +81,7 @@ def test_layerwise_prior_is_the_single_layer_map_per_layer():
     O(q_hat^2) remainder there is ~1e-16, and the spectral mmse is computed to relative
     accuracy 1e-11 (mmse ~ 1 there; measured jump 5e-12), hence the bound 2e-11."""
     from symtheory.aim.deep import layer_prior
-    from symtheory.aim.theory import mmse_denoising
+    from symtheory.aim.denoising import mmse_denoising
 
     prior = layer_prior(2, 0.5)
     assert np.allclose(prior.rho(2), [[1.5, 0.5], [0.5, 1.5]])

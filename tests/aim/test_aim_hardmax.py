@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from scipy import integrate
 from scipy.stats import multivariate_normal, norm
 
+from symtheory.aim import hardmax as T
 from symtheory.aim import model as M
-from symtheory.aim import theory as T
 from symtheory.glm.factors.orthant import BivariateOrthantChannel, log_bvn_cdf
 
 REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "aim"

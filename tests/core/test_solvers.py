@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from symtheory.core.roots_mp import polynomial_roots_mp, refine_root_mp
 from symtheory.core.solvers import (ConvergenceWarning, NoBracketError, check_damping,
                                     difference_jacobian, find_root, fixed_point,
-                                    fixed_points_from_starts, polynomial_roots_mp,
-                                    refine_root_mp)
+                                    fixed_points_from_starts)
 from symtheory.core.validate import ParameterError
 
 
@@ -674,7 +674,7 @@ def test_newton_refined_float_roots_equal_the_polyroots_escalation():
     """(x - 1/3)(x - 2)(x^2 + x + 7/4)(x + 1e-9): numpy.roots refined by Newton gives all
     five to 40 digits, as the polyroots escalation does (forced by a larger max); a
     near-double pair (separation 1e-9 relative) is left to polyroots (None)."""
-    from symtheory.core.solvers import _newton_roots_mp
+    from symtheory.core.roots_mp import _newton_roots_mp
 
     with mpmath.workdps(60):
         true = [mpmath.mpf(1) / 3, mpmath.mpf(2), mpmath.mpc(-0.5, mpmath.sqrt(1.5)),

@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections import namedtuple
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -203,8 +204,8 @@ def grand_staircase(model, *, samples=2048, seed=0, rule=None, prior=None,
     [('weak', (1,), True), ('staircase', (0,), True)]
     """
     t_start = time.perf_counter()
-    _check_options(model, q_grid, xtol, check_delta, resid_tol, checks, alpha_continuation)
-    q_grid = tuple(float(q) for q in q_grid)
+    opts = _check_options(model, q_grid, xtol, check_delta, resid_tol, checks,
+                          alpha_continuation)
     prior = prior or GaussianPrior()
     say = log or (lambda line: None)
     P = model.P
@@ -220,70 +221,93 @@ def grand_staircase(model, *, samples=2048, seed=0, rule=None, prior=None,
                                   estimator=estimator, sampling=sampling)
 
     while len(learned) < P:
-        U = [a for a in range(P) if a not in learned]
-        stage = _Stage(make(U), U, prior, len(steps) + 1, say)
-        at, how = stage.root(Q_prev, q_grid, xtol, resid_tol)
-        alpha_c = at["alpha"]
-        # stability of Q* in the stage's SE at alpha_c, and the error bar
-        se_at = make(U)
-        se_at.alpha = alpha_c
-        radius, via_q = 0.0, 0.0
-        sens = 1.0
-        if stage.entries:
-            radius = se_at.spectral_radius(at["Q"])
-            sens, via_q = _root_sensitivity(stage.evaluate, stage.se, prior, at)
-        # first order: alpha_c = 1/lambda(x*(...)); lambda's own error moves alpha directly
-        # and through the root x*, Q_hat's error only through x* (added linearly:
-        # std(X + Y) <= std X + std Y whatever their correlation)
-        lam_err = abs(sens) * at["lam_se"] + via_q
-        err = alpha_c * lam_err / at["lam"]
-        extra = {}
-        if stage.entries and (alpha_continuation == "always"
-                              or alpha_continuation == "auto" and not radius < 1):
-            # the overlap-space root is a fixed point the SE does not reach (e.g. the
-            # unstable branch of a fold); follow the stable branch in alpha instead
-            say(f"stage {stage.number}: Q* at alpha {alpha_c:.5g} has spectral radius "
-                f"{radius:.3g}; following the SE's stable branch in alpha")
-            radius_root, alpha_root = radius, alpha_c
-            cont = _alpha_continuation(make, U, Q_prev, steps[-1].threshold.alpha, alpha_c,
-                                       say)
-            at, alpha_c, err, lam_err, radius = (cont["at"], cont["alpha"], cont["error"],
-                                                 cont["lam_err"], cont["radius"])
-            extra = {"alpha_overlap_root": alpha_root, "spectral_radius_overlap_root": radius_root,
-                     "continuation_solves": cont["solves"]}
-            how = (f"{how} gave alpha {alpha_root:.5g} at a fixed point of spectral radius "
-                   f"{radius_root:.3g}; then {cont['how']}")
-        vec = at["vector"]
-        nxt = tuple(a for a in U if abs(vec[a, a]) > 1e-3)
-        # the check iterates the map's square estimator, a second Monte-Carlo estimate of
-        # the slope lambda: it runs outside 3 combined relative errors of both, and its
-        # verdict counts its own noise (_order_check)
-        check = _order_check(make, at["Q"], vec, alpha_c, learned, nxt, checks, prior,
-                             lam_rel=at["lam_se"] / at["lam"], check_delta=check_delta)
-        stable = not stage.entries or radius < 1
-        msg = _stage_message(learned, nxt, at, alpha_c, err, lam_err, how, radius, check,
-                             checks, stable)
-        res = ThresholdResult(
-            kind="weak" if not learned else "staircase", value=alpha_c, error=float(err),
-            error_kind="stderr",
-            method=f"grand staircase on the SE ({samples} frozen samples, "
-            + (stage.se.feature_rule.describe() if stage.se.features is not None
-               else "channel rule") + ")",
-            subspace=vec, eigenvalue=at["lam"],
-            converged=bool(check["verdict"] != "contradicted" and stable), message=msg,
-            seconds=time.perf_counter() - t_start,
-            details={"Q_star": at["Q"].tolist(), "lambda_stderr": at["lam_se"],
-                     "lambda_error_at_root": lam_err,
-                     "spectral_radius": radius, "evaluations": len(stage.cache),
-                     "check": {k: v for k, v in check.items() if k != "growth"}, **extra})
-        steps.append(StaircaseStep(res, tuple(learned), nxt, at["Q"], check["growth"]))
-        say(msg)
-        learned += list(nxt)
-        Q_prev = at["Q"].copy()
+        step = _next_step(make, learned, Q_prev, steps, prior, opts, say, samples, t_start)
+        steps.append(step)
+        learned += list(step.learned_at)
+        Q_prev = step.Q_star.copy()
     return steps
 
 
+#: the validated options of :func:`grand_staircase` that every stage reads
+_Options = namedtuple("_Options", "q_grid xtol resid_tol check_delta checks alpha_continuation")
+
+
+def _next_step(make, learned, Q_prev, steps, prior, opts, say, samples, t_start):
+    """The next stage of :func:`grand_staircase`: the threshold of the rows not yet
+    learned (:func:`_stage_threshold`), the rows it learns and the SE order check."""
+    U = [a for a in range(Q_prev.shape[0]) if a not in learned]
+    stage = _Stage(make(U), U, prior, len(steps) + 1, say)
+    at, alpha_c, err, lam_err, radius, how, extra = _stage_threshold(stage, make, Q_prev,
+                                                                     steps, prior, opts, say)
+    vec = at["vector"]
+    nxt = tuple(a for a in U if abs(vec[a, a]) > 1e-3)
+    # the check iterates the map's square estimator, a second Monte-Carlo estimate of
+    # the slope lambda: it runs outside 3 combined relative errors of both, and its
+    # verdict counts its own noise (_order_check)
+    check = _order_check(make, at["Q"], vec, alpha_c, learned, nxt, opts.checks, prior,
+                         lam_rel=at["lam_se"] / at["lam"], check_delta=opts.check_delta)
+    stable = not stage.entries or radius < 1
+    msg = _stage_message(learned, nxt, at, alpha_c, err, lam_err, how, radius, check,
+                         opts.checks, stable)
+    res = ThresholdResult(
+        kind="weak" if not learned else "staircase", value=alpha_c, error=float(err),
+        error_kind="stderr",
+        method=f"grand staircase on the SE ({samples} frozen samples, "
+        + (stage.se.feature_rule.describe() if stage.se.features is not None
+           else "channel rule") + ")",
+        subspace=vec, eigenvalue=at["lam"],
+        converged=bool(check["verdict"] != "contradicted" and stable), message=msg,
+        seconds=time.perf_counter() - t_start,
+        details={"Q_star": at["Q"].tolist(), "lambda_stderr": at["lam_se"],
+                 "lambda_error_at_root": lam_err,
+                 "spectral_radius": radius, "evaluations": len(stage.cache),
+                 "check": {k: v for k, v in check.items() if k != "growth"}, **extra})
+    say(msg)
+    return StaircaseStep(res, tuple(learned), nxt, at["Q"], check["growth"])
+
+
+def _stage_threshold(stage, make, Q_prev, steps, prior, opts, say):
+    """A stage's threshold and its error bar: the overlap-space root
+    (:meth:`_Stage.root`), or, where that is not a stable fixed point of the stage's SE
+    (``alpha_continuation``), the threshold on the SE's stable branch
+    (:func:`_alpha_continuation`).  Returns ``(at, alpha_c, err, lam_err, radius, how,
+    extra details)``."""
+    U = stage.U
+    at, how = stage.root(Q_prev, opts.q_grid, opts.xtol, opts.resid_tol)
+    alpha_c = at["alpha"]
+    # stability of Q* in the stage's SE at alpha_c, and the error bar
+    se_at = make(U)
+    se_at.alpha = alpha_c
+    radius, via_q = 0.0, 0.0
+    sens = 1.0
+    if stage.entries:
+        radius = se_at.spectral_radius(at["Q"])
+        sens, via_q = _root_sensitivity(stage.evaluate, stage.se, prior, at)
+    # first order: alpha_c = 1/lambda(x*(...)); lambda's own error moves alpha directly
+    # and through the root x*, Q_hat's error only through x* (added linearly:
+    # std(X + Y) <= std X + std Y whatever their correlation)
+    lam_err = abs(sens) * at["lam_se"] + via_q
+    err = alpha_c * lam_err / at["lam"]
+    extra = {}
+    if stage.entries and (opts.alpha_continuation == "always"
+                          or opts.alpha_continuation == "auto" and not radius < 1):
+        # the overlap-space root is a fixed point the SE does not reach (e.g. the
+        # unstable branch of a fold); follow the stable branch in alpha instead
+        say(f"stage {stage.number}: Q* at alpha {alpha_c:.5g} has spectral radius "
+            f"{radius:.3g}; following the SE's stable branch in alpha")
+        radius_root, alpha_root = radius, alpha_c
+        cont = _alpha_continuation(make, U, Q_prev, steps[-1].threshold.alpha, alpha_c, say)
+        at, alpha_c, err, lam_err, radius = (cont["at"], cont["alpha"], cont["error"],
+                                             cont["lam_err"], cont["radius"])
+        extra = {"alpha_overlap_root": alpha_root, "spectral_radius_overlap_root": radius_root,
+                 "continuation_solves": cont["solves"]}
+        how = (f"{how} gave alpha {alpha_root:.5g} at a fixed point of spectral radius "
+               f"{radius_root:.3g}; then {cont['how']}")
+    return at, alpha_c, err, lam_err, radius, how, extra
+
+
 def _check_options(model, q_grid, xtol, check_delta, resid_tol, checks, alpha_continuation):
+    """The options of :func:`grand_staircase`, checked (``q_grid`` as floats)."""
     if not model.is_even:
         raise ParameterError("the grand staircase needs a model even in every row group: "
                              "the unlearned rows must be an invariant subspace of the SE")
@@ -298,6 +322,7 @@ def _check_options(model, q_grid, xtol, check_delta, resid_tol, checks, alpha_co
     if alpha_continuation not in ("auto", "always", "never"):
         raise ParameterError(f"alpha_continuation must be 'auto', 'always' or 'never', got "
                              f"{alpha_continuation!r}")
+    return _Options(q_grid, xtol, resid_tol, check_delta, checks, alpha_continuation)
 
 
 class _Stage:

@@ -273,66 +273,23 @@ def staircase(model, *, learned_row=None, samples=4096, batches=8, seed=0, rule=
         learned_row = _first_learned_row(model)
     smap = StaircaseMap(model, learned_row, samples=samples, batches=batches, seed=seed,
                         rule=rule, max_peaks=max_peaks, prior=prior, nodes_per_sd=nodes_per_sd)
-    scan = []
-    lo = hi = None
-    scan_batches = max(2, smap.batches // 4)
-    for q in q_grid:
-        ev = smap.evaluate(q, batches=scan_batches)       # bracketing: a quarter of the samples
-        scan.append(ev)
-        if ev["G"] < 0:
-            lo = ev
-        else:
-            hi = ev
-            break
-    if lo is None or hi is None:
-        raise ParameterError(
-            f"no sign change of alpha(q) lambda(q) - 1 on q in {list(q_grid)}: values "
-            f"{[round(e['G'], 4) for e in scan]}")
+    scan, lo, hi = _scan(smap, q_grid)
     alphas = [e["alpha"] for e in scan]
     monotone = all(b > a for a, b in zip(alphas, alphas[1:]))
     solve_rule = smap.rule(hi["q"])
-    cache = {}
-
-    def ev_at(q, r=solve_rule):
-        key = (q, r.n)
-        if key not in cache:
-            cache[key] = smap.evaluate(q, rule=r)
-        return cache[key]
-
-    lo_f, hi_f = ev_at(lo["q"]), ev_at(hi["q"])
-    k = q_grid.index(hi["q"])
-    while not (lo_f["G"] < 0 < hi_f["G"]):
-        # all samples can move the sign change by one grid point
-        if lo_f["G"] >= 0 and q_grid.index(lo["q"]) > 0:
-            hi, hi_f = lo, lo_f
-            lo = {"q": q_grid[q_grid.index(lo["q"]) - 1]}
-            lo_f = ev_at(lo["q"])
-        elif hi_f["G"] <= 0 and k + 1 < len(q_grid):
-            k += 1
-            lo, lo_f = hi, hi_f
-            hi = {"q": q_grid[k]}
-            hi_f = ev_at(hi["q"])
-        else:
-            raise ParameterError("no sign change of alpha(q) lambda(q) - 1 with all samples; "
-                                 "refine q_grid")
-    root = find_root(lambda q: ev_at(q)["G"], lo["q"], hi["q"], f_lo=lo_f["G"], f_hi=hi_f["G"],
+    ev_at = _evaluations(smap, solve_rule)
+    lo_q, hi_q, lo_f, hi_f = _bracket_on_all_samples(ev_at, q_grid, lo["q"], hi["q"])
+    root = find_root(lambda q: ev_at(q)["G"], lo_q, hi_q, f_lo=lo_f["G"], f_hi=hi_f["G"],
                      xtol=xtol, rtol=1e-12, name="staircase instability")
     qs = float(root.value)
     at = ev_at(qs)
-    # Brent may return the bracket's end itself (its best iterate when G(hi) is the
-    # smallest value seen): the difference step may reach past it (G is smooth in q on
-    # the frozen samples with the rule fixed), never past the lower end or q = 1
-    h = min(2e-3, 0.5 * (qs - lo["q"]), 0.5 * (1.0 - qs))
-    plus, minus = ev_at(qs + h), ev_at(qs - h)
-    dG = (plus["G"] - minus["G"]) / (2 * h)
-    dalpha = (plus["alpha"] - minus["alpha"]) / (2 * h)
+    dG, dalpha = _slopes(ev_at, qs, lo_q)
     alpha_b = at["alpha_b"] + dalpha * (-at["G_b"] / dG)
     stat = float(alpha_b.std(ddof=1)) / math.sqrt(len(alpha_b))
     alpha_c = at["alpha"] + dalpha * (-at["G"] / dG)
-    coarse_rule = smap.rule(hi["q"], scale=0.75) if rule is None else \
+    coarse_rule = smap.rule(hi_q, scale=0.75) if rule is None else \
         TensorRule(rule.kind, max(4, int(round(0.75 * rule.n))), rule.width)
-    coarse = smap.evaluate(qs, rule=coarse_rule)
-    quad = abs(coarse["alpha"] - at["alpha"] + dalpha * (-(coarse["G"] - at["G"]) / dG))
+    quad = _quadrature_error(smap, coarse_rule, qs, at, dG, dalpha)
     err = stat + quad
     stable = monotone and dalpha > 0
     msg = (f"row {learned_row} learned first (fixed point q* = {qs:.6f}); rows {smap.U} "
@@ -356,6 +313,79 @@ def staircase(model, *, learned_row=None, samples=4096, batches=8, seed=0, rule=
                            "Brent in q)", subspace=G_full, eigenvalue=at["lam"],
                            converged=bool(root.converged and stable), message=msg,
                            seconds=time.perf_counter() - t0, details=details)
+
+
+def _evaluations(smap, solve_rule):
+    """``ev_at(q, rule=solve_rule)``: the map on all samples, each point evaluated once."""
+    cache = {}
+
+    def ev_at(q, r=solve_rule):
+        key = (q, r.n)
+        if key not in cache:
+            cache[key] = smap.evaluate(q, rule=r)
+        return cache[key]
+
+    return ev_at
+
+
+def _scan(smap, q_grid):
+    """``(scan, lo, hi)``: the evaluations along ``q_grid`` on a quarter of the samples up
+    to the first with ``G >= 0`` (``hi``), ``lo`` the last before it with ``G < 0``."""
+    scan = []
+    lo = hi = None
+    scan_batches = max(2, smap.batches // 4)
+    for q in q_grid:
+        ev = smap.evaluate(q, batches=scan_batches)       # bracketing: a quarter of the samples
+        scan.append(ev)
+        if ev["G"] < 0:
+            lo = ev
+        else:
+            hi = ev
+            break
+    if lo is None or hi is None:
+        raise ParameterError(
+            f"no sign change of alpha(q) lambda(q) - 1 on q in {list(q_grid)}: values "
+            f"{[round(e['G'], 4) for e in scan]}")
+    return scan, lo, hi
+
+
+def _bracket_on_all_samples(ev_at, q_grid, lo_q, hi_q):
+    """``(lo_q, hi_q, ev_at(lo_q), ev_at(hi_q))``: the scan's bracket checked with all
+    samples (``ev_at``), moved along ``q_grid`` until ``G`` changes sign on it."""
+    lo_f, hi_f = ev_at(lo_q), ev_at(hi_q)
+    k = q_grid.index(hi_q)
+    while not (lo_f["G"] < 0 < hi_f["G"]):
+        # all samples can move the sign change by one grid point
+        if lo_f["G"] >= 0 and q_grid.index(lo_q) > 0:
+            hi_q, hi_f = lo_q, lo_f
+            lo_q = q_grid[q_grid.index(lo_q) - 1]
+            lo_f = ev_at(lo_q)
+        elif hi_f["G"] <= 0 and k + 1 < len(q_grid):
+            k += 1
+            lo_q, lo_f = hi_q, hi_f
+            hi_q = q_grid[k]
+            hi_f = ev_at(hi_q)
+        else:
+            raise ParameterError("no sign change of alpha(q) lambda(q) - 1 with all samples; "
+                                 "refine q_grid")
+    return lo_q, hi_q, lo_f, hi_f
+
+
+def _slopes(ev_at, qs, lo_q):
+    """``(G'(q*), alpha'(q*))`` by central differences on the frozen samples."""
+    # Brent may return the bracket's end itself (its best iterate when G(hi) is the
+    # smallest value seen): the difference step may reach past it (G is smooth in q on
+    # the frozen samples with the rule fixed), never past the lower end or q = 1
+    h = min(2e-3, 0.5 * (qs - lo_q), 0.5 * (1.0 - qs))
+    plus, minus = ev_at(qs + h), ev_at(qs - h)
+    return (plus["G"] - minus["G"]) / (2 * h), (plus["alpha"] - minus["alpha"]) / (2 * h)
+
+
+def _quadrature_error(smap, coarse_rule, qs, at, dG, dalpha):
+    """The change of the linearized threshold at ``q*`` when the inner rule is coarsened
+    to ``coarse_rule`` (an upper estimate of the quadrature error)."""
+    coarse = smap.evaluate(qs, rule=coarse_rule)
+    return abs(coarse["alpha"] - at["alpha"] + dalpha * (-(coarse["G"] - at["G"]) / dG))
 
 
 def _check_model(model):

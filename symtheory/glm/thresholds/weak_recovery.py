@@ -260,7 +260,7 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
     if target_error is not None:
         return _weak_recovery_to_target(model, noise_variance, method, precision, prior,
                                         outer_nodes, width, rule, target_error, t0)
-    P, M = model.P, model.M
+    P = model.P
     Jp = prior_jacobian(prior, P)
     rule = rule or TensorRule("gauss-hermite", 40)
     if precision is not None:
@@ -272,52 +272,7 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
         details["first_moment_zero_by"] = first_zero
     odd = not (model.is_even or first_zero)
     if method == "observation-grid":
-        runs = {}
-        n_in = int(rule.n)
-        coarse_out = max(4, int(round(0.75 * outer_nodes)))
-        coarse_in = TensorRule(rule.kind, max(4, int(round(0.75 * n_in))), rule.width)
-        for key, (no, ru) in {"fine": (outer_nodes, rule), "outer": (coarse_out, rule),
-                              "inner": (outer_nodes, coarse_in)}.items():
-            if key == "inner" and not model.free_rows:
-                continue
-            op = linearized_operator(model, method=method, outer_nodes=no, width=width, rule=ru,
-                                     symmetry=group)
-            runs[key] = op
-        op = runs["fine"]
-        spectra = {k: np.linalg.eigvalsh(0.5 * (Jp @ v.matrix + (Jp @ v.matrix).T))
-                   for k, v in runs.items()}
-        first = op.first
-        mass_defect = abs(1.0 - op.mass)
-        first_floor = 1e-9 * max(1.0, float(np.max(np.abs(op.T))))
-        details.update({k: v.details for k, v in runs.items()})
-        lam_runs = {k: float(v[-1]) for k, v in spectra.items()}
-        details["lambda_runs"] = lam_runs
-        if odd and np.max(np.linalg.eigvalsh(first)) > first_floor:
-            return _trivial_result(first, first_floor, P, method, t0, details)
-        spec = spectra["fine"]
-        spec_err = sum(np.abs(spectra[k] - spec) for k in spectra) + mass_defect * np.abs(spec) \
-            + 1e-13 * np.max(np.abs(spec))
-        done, top = _zero_or_top(spec, spec_err, Jp @ op.matrix, model, group, P, method, t0,
-                                 details)
-        if done is not None:
-            return done
-        zero, norm, mult, lam, G, spectrum = top
-        details["multiplicity"] = mult
-        alphas = {k: 1.0 / v for k, v in lam_runs.items()}
-        err = sum(abs(alphas[k] - alphas["fine"]) for k in alphas if k != "fine")
-        err += mass_defect / lam
-        # even with exactly agreeing resolutions the rounding floor remains
-        err = max(err, 1e-13 / lam)
-        details.update({"operator": op.matrix, "spectrum": spectrum, "mass": op.mass,
-                        "alpha_runs": alphas})
-        if model.is_even:
-            details["blocks"] = _block_constants(op.T, model)
-        return ThresholdResult(
-            kind="weak", value=1.0 / lam, error=err,
-            method=f"observation-grid ({op.details['outer']}, inner {op.details['rule']})",
-            subspace=G, eigenvalue=lam, converged=zero is not None,
-            message=_unresolved(zero, norm, spec_err) + _subspace_message(G, model, mult, group),
-            seconds=time.perf_counter() - t0, details=details)
+        return _weak_recovery_grid(model, Jp, rule, outer_nodes, width, group, odd, t0, details)
     if method == "level-set":
         return _weak_recovery_level_set(model, Jp, P, t0, details, group)
     if method == "cells":
@@ -327,42 +282,104 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
     if method == "scalar-quadrature":
         return _scalar_weak_recovery(model, noise_variance, prior, t0)
     if method == "monte-carlo":
-        op = linearized_operator(model, noise_variance=noise_variance, method=method,
-                                 samples=samples, seed=seed, rule=rule, symmetry=group)
-        Ts, Fs = op.details["batch_tensors"], op.details["batch_first"]
-        B = len(Ts)
-        Fmean = Fs.mean(axis=0)
-        Ferr = float(np.max(Fs.std(axis=0, ddof=1))) / math.sqrt(B)
-        # absolute floor: per-sample means are accurate to the rule's stated accuracy only,
-        # so a mean square below M acc^2 is consistent with E[Z|y] = 0
-        floor = max(4 * Ferr, model.M * _mean_accuracy(rule) ** 2)
-        if odd and np.max(np.linalg.eigvalsh(Fmean)) > floor:
-            return _trivial_result(Fmean, floor, P, method, t0,
-                                   dict(details, samples=op.details["samples"]))
-        # batch spread of every eigenvalue (sorted spectra of the batch operators)
-        batch_spec = np.array([np.linalg.eigvalsh(Jp @ operator_matrix(T)) for T in Ts])
-        spec = np.linalg.eigvalsh(0.5 * (Jp @ op.matrix + (Jp @ op.matrix).T))
-        spec_err = 4 * batch_spec.std(axis=0, ddof=1) / math.sqrt(B)
-        norm = float(np.max(np.abs(spec)))
-        zero = _is_zero(norm, float(np.max(spec_err)), model, group)
-        if zero:
-            return _infinite_result(norm, float(np.max(spec_err)), method, t0,
-                                    dict(details, samples=op.details["samples"]), model, group, P)
-        mult, tol = _top_group(spec, spec_err)
-        lam, G, spectrum = top_eigen(Jp @ op.matrix, P, tol=tol)
-        _, B_ = sym_basis(P)
-        v = np.einsum("iab,ab->i", B_, G)
-        per = np.array([v @ (Jp @ operator_matrix(T)) @ v for T in Ts])
-        lam_err = float(per.std(ddof=1)) / math.sqrt(B)
-        details.update({"operator": op.matrix, "spectrum": spectrum, "samples": op.details["samples"],
-                        "batches": B, "lambda_stderr": lam_err, "multiplicity": mult})
-        return ThresholdResult(
-            kind="weak", value=1.0 / lam, error=lam_err / lam ** 2, error_kind="stderr",
-            method=f"monte-carlo ({op.details['samples']} samples, {B} batch means)",
-            subspace=G, eigenvalue=lam, converged=zero is not None,
-            message=_unresolved(zero, norm, spec_err) + _subspace_message(G, model, mult, group),
-            seconds=time.perf_counter() - t0, details=details)
+        return _weak_recovery_monte_carlo(model, Jp, noise_variance, rule, samples, seed, group,
+                                          odd, t0, details)
     raise ParameterError(f"unknown method {method!r}")
+
+
+def _weak_recovery_grid(model, Jp, rule, outer_nodes, width, group, odd, t0, details):
+    """The observation-grid method of :func:`weak_recovery`: the operator at the given
+    resolution and again with 3/4 of the outer or of the inner nodes; the spread of those
+    runs, the mass defect and a rounding floor make the error bar."""
+    method, P = "observation-grid", model.P
+    runs = {}
+    n_in = int(rule.n)
+    coarse_out = max(4, int(round(0.75 * outer_nodes)))
+    coarse_in = TensorRule(rule.kind, max(4, int(round(0.75 * n_in))), rule.width)
+    for key, (no, ru) in {"fine": (outer_nodes, rule), "outer": (coarse_out, rule),
+                          "inner": (outer_nodes, coarse_in)}.items():
+        if key == "inner" and not model.free_rows:
+            continue
+        op = linearized_operator(model, method=method, outer_nodes=no, width=width, rule=ru,
+                                 symmetry=group)
+        runs[key] = op
+    op = runs["fine"]
+    spectra = {k: np.linalg.eigvalsh(0.5 * (Jp @ v.matrix + (Jp @ v.matrix).T))
+               for k, v in runs.items()}
+    first = op.first
+    mass_defect = abs(1.0 - op.mass)
+    first_floor = 1e-9 * max(1.0, float(np.max(np.abs(op.T))))
+    details.update({k: v.details for k, v in runs.items()})
+    lam_runs = {k: float(v[-1]) for k, v in spectra.items()}
+    details["lambda_runs"] = lam_runs
+    if odd and np.max(np.linalg.eigvalsh(first)) > first_floor:
+        return _trivial_result(first, first_floor, P, method, t0, details)
+    spec = spectra["fine"]
+    spec_err = sum(np.abs(spectra[k] - spec) for k in spectra) + mass_defect * np.abs(spec) \
+        + 1e-13 * np.max(np.abs(spec))
+    done, top = _zero_or_top(spec, spec_err, Jp @ op.matrix, model, group, P, method, t0,
+                             details)
+    if done is not None:
+        return done
+    zero, norm, mult, lam, G, spectrum = top
+    details["multiplicity"] = mult
+    alphas = {k: 1.0 / v for k, v in lam_runs.items()}
+    err = sum(abs(alphas[k] - alphas["fine"]) for k in alphas if k != "fine")
+    err += mass_defect / lam
+    # even with exactly agreeing resolutions the rounding floor remains
+    err = max(err, 1e-13 / lam)
+    details.update({"operator": op.matrix, "spectrum": spectrum, "mass": op.mass,
+                    "alpha_runs": alphas})
+    if model.is_even:
+        details["blocks"] = _block_constants(op.T, model)
+    return ThresholdResult(
+        kind="weak", value=1.0 / lam, error=err,
+        method=f"observation-grid ({op.details['outer']}, inner {op.details['rule']})",
+        subspace=G, eigenvalue=lam, converged=zero is not None,
+        message=_unresolved(zero, norm, spec_err) + _subspace_message(G, model, mult, group),
+        seconds=time.perf_counter() - t0, details=details)
+
+
+def _weak_recovery_monte_carlo(model, Jp, noise_variance, rule, samples, seed, group, odd,
+                               t0, details):
+    """The Monte-Carlo method of :func:`weak_recovery`: batch means of the operator give
+    the error bars of its spectrum and of ``lambda_max`` along the top eigenvector."""
+    method, P = "monte-carlo", model.P
+    op = linearized_operator(model, noise_variance=noise_variance, method=method,
+                             samples=samples, seed=seed, rule=rule, symmetry=group)
+    Ts, Fs = op.details["batch_tensors"], op.details["batch_first"]
+    B = len(Ts)
+    Fmean = Fs.mean(axis=0)
+    Ferr = float(np.max(Fs.std(axis=0, ddof=1))) / math.sqrt(B)
+    # absolute floor: per-sample means are accurate to the rule's stated accuracy only,
+    # so a mean square below M acc^2 is consistent with E[Z|y] = 0
+    floor = max(4 * Ferr, model.M * _mean_accuracy(rule) ** 2)
+    if odd and np.max(np.linalg.eigvalsh(Fmean)) > floor:
+        return _trivial_result(Fmean, floor, P, method, t0,
+                               dict(details, samples=op.details["samples"]))
+    # batch spread of every eigenvalue (sorted spectra of the batch operators)
+    batch_spec = np.array([np.linalg.eigvalsh(Jp @ operator_matrix(T)) for T in Ts])
+    spec = np.linalg.eigvalsh(0.5 * (Jp @ op.matrix + (Jp @ op.matrix).T))
+    spec_err = 4 * batch_spec.std(axis=0, ddof=1) / math.sqrt(B)
+    norm = float(np.max(np.abs(spec)))
+    zero = _is_zero(norm, float(np.max(spec_err)), model, group)
+    if zero:
+        return _infinite_result(norm, float(np.max(spec_err)), method, t0,
+                                dict(details, samples=op.details["samples"]), model, group, P)
+    mult, tol = _top_group(spec, spec_err)
+    lam, G, spectrum = top_eigen(Jp @ op.matrix, P, tol=tol)
+    _, B_ = sym_basis(P)
+    v = np.einsum("iab,ab->i", B_, G)
+    per = np.array([v @ (Jp @ operator_matrix(T)) @ v for T in Ts])
+    lam_err = float(per.std(ddof=1)) / math.sqrt(B)
+    details.update({"operator": op.matrix, "spectrum": spectrum, "samples": op.details["samples"],
+                    "batches": B, "lambda_stderr": lam_err, "multiplicity": mult})
+    return ThresholdResult(
+        kind="weak", value=1.0 / lam, error=lam_err / lam ** 2, error_kind="stderr",
+        method=f"monte-carlo ({op.details['samples']} samples, {B} batch means)",
+        subspace=G, eigenvalue=lam, converged=zero is not None,
+        message=_unresolved(zero, norm, spec_err) + _subspace_message(G, model, mult, group),
+        seconds=time.perf_counter() - t0, details=details)
 
 
 def _scalar_weak_recovery(model, noise_variance, prior, t0, level=6):
