@@ -64,20 +64,17 @@ def test_two_level_map_is_the_fine_map_with_all_samples_fine_and_close_to_it_oth
 def test_staged_solve_uses_two_levels_and_reaches_the_one_rule_fixed_point(attention):
     """Depth-2 attention, alpha = 0.5, 4096 samples: after the warm-up stages the solve
     sizes the levels (GH 4 on all samples, the requested GH 30 on a prefix) and says so;
-    its fixed point agrees with the one-rule solve (two-level map switched off) within 3
+    its fixed point agrees with the one-rule solve (multilevel=False) within 3
     joint standard errors, and the channel error is measured on the fine level."""
-    from symtheory.glm.se import multilevel
-
     two = StateEvolution(attention, 0.5, samples=4096, seed=2).solve()
     assert two.converged and "two-level Monte Carlo" in two.message, two.message
-    one_se = StateEvolution(attention, 0.5, samples=4096, seed=2)
-    saved = multilevel.MAX_FINE_SHARE
-    try:
-        multilevel.MAX_FINE_SHARE = 0.0         # no plan is accepted: one rule throughout
-        one = one_se.solve()
-    finally:
-        multilevel.MAX_FINE_SHARE = saved
-    assert one.converged and "two-level Monte Carlo" not in one.message
+    one = StateEvolution(attention, 0.5, samples=4096, seed=2, multilevel=False).solve()
+    assert one.converged and "two-level" not in one.message
     joint = float(np.hypot(two.Q_stderr[1, 1], one.Q_stderr[1, 1]))
     assert abs(two.Q[1, 1] - one.Q[1, 1]) <= 3 * joint
     assert two.channel_error is not None and two.channel_qhat_error is not None
+
+
+def test_multilevel_option_is_checked(attention):
+    with pytest.raises(Exception, match="multilevel must be True or False"):
+        StateEvolution(attention, 0.5, samples=64, multilevel="yes")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.quadrature import TensorRule
+from .sampling import min_variance_weights
 
 #: nodes per axis of the coarse level (depth-2 attention: the fine-coarse difference has
 #: 0.2-2% of the per-sample variance at 4 against 15 nodes, measured; a coarse level that
@@ -84,15 +85,13 @@ def plan(se, Q, rule, coarse, products, probe_samples):
     values on the current stage; both rules run on the first ``probe_samples`` samples;
     variances are of the Nishimori-combined values (the estimator's); costs are the rules'
     node counts per sample."""
-    from .state_evolution import _min_variance_weights
-
     N = se.samples
     m = min(N, probe_samples)
     with se._stage(m, coarse):
         sq_c, tw_c = products(Q)
     with se._stage(m, rule):
         sq_f, tw_f = products(Q)
-    w = _min_variance_weights(sq_f, tw_f)
+    w = min_variance_weights(sq_f, tw_f)
     f_c = w * sq_c + (1 - w) * tw_c
     f_f = w * sq_f + (1 - w) * tw_f
     free = se.mask > 0

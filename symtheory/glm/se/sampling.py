@@ -49,3 +49,23 @@ def design_record(sampling: str) -> dict:
         raise ParameterError(f"sampling must be 'rqmc' or 'monte-carlo', got {sampling!r}")
     return {"sampling": sampling,
             "scrambles": DEFAULT_SCRAMBLES if sampling == "rqmc" else None}
+
+
+def min_variance_weights(sq, tw):
+    """Per-entry weight ``w`` minimizing the variance of ``w sq + (1 - w) tw`` (two
+    estimators of the same mean, Nishimori), from the samples themselves:
+    ``w = (C_tt - C_st)/(C_ss + C_tt - 2 C_st)`` (1 where the difference has no variance).
+    A function of the samples at the current ``Q`` only, hence smooth in ``Q`` on frozen
+    samples and independent of the order in which overlaps are evaluated; estimating
+    ``w`` on the same samples biases the mean by O(1/samples), far below its standard
+    error O(1/sqrt(samples)).  With RQMC the weights still minimize the per-sample
+    variance, not that of the per-scrambling means (which 16 replicates estimate too
+    poorly to set a weight on); the stated error is that of the combined values either
+    way, so the choice affects efficiency, never honesty."""
+    import numpy as np      # here: the module stays free of numerical imports (see above)
+
+    C_ss = sq.var(axis=0)
+    C_tt = tw.var(axis=0)
+    C_st = ((sq - sq.mean(0)) * (tw - tw.mean(0))).mean(axis=0)
+    den = C_ss + C_tt - 2 * C_st
+    return np.where(den > 0, (C_tt - C_st) / np.where(den > 0, den, 1.0), 1.0)

@@ -391,7 +391,8 @@ class StagedSolve:
         # a reduced link's tensor rule: the all-sample stage runs on the coarse level of
         # the two-level map that follows it (glm.se.multilevel), a warm start only; the
         # subset stage keeps half the nodes (its fixed point decides the peak rule)
-        level0 = coarse_level(rule) if self.features is not None and m < self.samples else None
+        level0 = (coarse_level(rule) if self.features is not None and m < self.samples
+                  and self.allow_multilevel else None)
         plan = ([(m, coarse or rule)] if m < self.samples else []) + (
             [(second, level0 or coarse)] if coarse is not None and second is not None else [])
         # with a randomized rule a stage after the first starts within a few of the last
@@ -445,8 +446,9 @@ class StagedSolve:
                     break
         run.later = []
         ml_note = ""
-        if stages and stages[-1][0] == self.samples and first.converged and \
-                coarse_level(rule) is not None and stages[-1][1] == coarse_level(rule):
+        level0 = coarse_level(rule) if self.allow_multilevel else None
+        if level0 is not None and stages and stages[-1] == (self.samples, level0) and \
+                first.converged:
             levels = multilevel.plan(self, self._from_free(q0), rule, stages[-1][1],
                                      self._products, CHANNEL_ERROR_SAMPLES)
             if levels is not None:

@@ -58,7 +58,7 @@ from ..factors.gaussian_prior import GaussianPrior
 from ..integrate.moments import Moments
 from .linearization import MapLinearization
 from .staged_solve import CHANNEL_ERROR_SAMPLES, StagedSolve
-from .sampling import DEFAULT_SAMPLES, DEFAULT_SCRAMBLES, tail_multiple
+from .sampling import DEFAULT_SAMPLES, DEFAULT_SCRAMBLES, min_variance_weights, tail_multiple
 
 #: nodes-per-axis factor of the finer rule the channel error of a reduced noiseless link
 #: is estimated against at the fixed point (one evaluation: 1.5^D times its cost over D
@@ -81,24 +81,6 @@ RANDOMIZED_RULE_DIFFERENCE_STEP = 1e-2
 #: residual sat at 1e-4 for 15 evaluations, 6 min, with the default 1e-8); still two
 #: orders below the Monte-Carlo error of Q at such sample counts (~1e-2)
 RANDOMIZED_RULE_TOL = 1e-4
-
-
-def _min_variance_weights(sq, tw):
-    """Per-entry weight ``w`` minimizing the variance of ``w sq + (1 - w) tw`` (two
-    estimators of the same mean, Nishimori), from the samples themselves:
-    ``w = (C_tt - C_st)/(C_ss + C_tt - 2 C_st)`` (1 where the difference has no variance).
-    A function of the samples at the current ``Q`` only, hence smooth in ``Q`` on frozen
-    samples and independent of the order in which overlaps are evaluated; estimating
-    ``w`` on the same samples biases the mean by O(1/samples), far below its standard
-    error O(1/sqrt(samples)).  With RQMC the weights still minimize the per-sample
-    variance, not that of the per-scrambling means (which 16 replicates estimate too
-    poorly to set a weight on); the stated error is that of the combined values either
-    way, so the choice affects efficiency, never honesty."""
-    C_ss = sq.var(axis=0)
-    C_tt = tw.var(axis=0)
-    C_st = ((sq - sq.mean(0)) * (tw - tw.mean(0))).mean(axis=0)
-    den = C_ss + C_tt - 2 * C_st
-    return np.where(den > 0, (C_tt - C_st) / np.where(den > 0, den, 1.0), 1.0)
 
 
 class StateEvolution(StagedSolve, MapLinearization):
@@ -198,6 +180,11 @@ class StateEvolution(StagedSolve, MapLinearization):
         output (opt-in: measured slower than sampling so far) and refuses a model that
         allows neither; ``'sample'`` always samples ``y`` (per-sample ``g_out``, as
         :meth:`gout_at` needs).
+    multilevel : bool, optional
+        ``True`` (default): :meth:`solve`'s final stage on a reduced link's tensor rule is
+        the two-level Monte Carlo of :mod:`symtheory.glm.se.multilevel` where Giles'
+        allocation puts at most a quarter of the samples on the requested rule; ``False``:
+        that rule on all samples (the plain map, e.g. as a benchmark's reference).
 
     Examples
     --------
@@ -214,7 +201,8 @@ class StateEvolution(StagedSolve, MapLinearization):
     def __init__(self, model, alpha, *, samples=DEFAULT_SAMPLES, seed=0, noise_variance=None, rule=None,
                  side_information=0.0, structure="auto", prior=None, regularization=0.0,
                  estimator="auto", check_channel=True, pinned_rows=(), difference_step=None,
-                 sampling="rqmc", scrambles=DEFAULT_SCRAMBLES, observation="auto"):
+                 sampling="rqmc", scrambles=DEFAULT_SCRAMBLES, observation="auto",
+                 multilevel=True):
         if not (np.isfinite(alpha) and alpha > 0):
             raise ParameterError(f"alpha must be finite and > 0, got {alpha}")
         if int(samples) < 2:
@@ -264,6 +252,9 @@ class StateEvolution(StagedSolve, MapLinearization):
         #: final stage (a reduced link's tensor rule) and kept for the fixed point's
         #: Q_hat / Psi_out; None: one rule on all samples
         self.multilevel = None
+        if not isinstance(multilevel, bool):
+            raise ParameterError(f"multilevel must be True or False, got {multilevel!r}")
+        self.allow_multilevel = multilevel
         self._set_rules(rule, estimator, difference_step)
         self._set_observation(observation)
 
@@ -914,7 +905,7 @@ class StateEvolution(StagedSolve, MapLinearization):
         """``(Q_hat, stderr, E sq, E tw)`` from per-sample ``sq`` (``sum_m g g^T``) and its
         Nishimori twin ``tw`` (``-sum_m dg_mm``, symmetrized), by the estimator."""
         if self.estimator == "combined":
-            w = _min_variance_weights(sq, tw)
+            w = min_variance_weights(sq, tw)
             per = w * sq + (1 - w) * tw
         else:
             per = sq
