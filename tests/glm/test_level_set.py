@@ -273,3 +273,22 @@ def test_threshold_of_the_noiseless_abs_difference(absdiff, absdiff_closed_forms
     assert res.details["multiplicity"] == 2
     assert abs(res.value - reference) <= 1e-10, (res.value, reference)
     assert res.error <= 1e-10
+
+
+@pytest.mark.parametrize("link", [sp.Max(z1, 0) + z2,
+                                  sp.Piecewise((z1, z1 > 0), (0, True)) + z2])
+def test_relu_plus_index_matches_one_dimensional_integrals(link):
+    """y = relu(z1) + z2 (Max or Piecewise: both resolved per orthant, the orthants
+    z1 < 0 give y = z2): p(y) = phi(y)/2 + int_0^inf phi(t) phi(y - t) dt and
+    E[z1|y] p = -phi(y)/sqrt(2 pi) + int_0^inf t phi(t) phi(y - t) dt (mpmath); 1e-10."""
+    ch = LevelSetChannel(_model("ls_relu", link)).configured()
+    ys = np.array([0.3, -1.2, 2.0])
+    m = ch.moments(ys.reshape(-1, 1), np.zeros((3, 2, 1)), np.eye(2))
+    with mpmath.workdps(30):
+        for k, y in enumerate(ys):
+            phi = lambda t: mpmath.npdf(t)  # noqa: E731
+            p = phi(y) / 2 + mpmath.quad(lambda t: phi(t) * phi(y - t), [0, mpmath.inf])
+            e1 = (-phi(y) / mpmath.sqrt(2 * mpmath.pi)
+                  + mpmath.quad(lambda t: t * phi(t) * phi(y - t), [0, mpmath.inf])) / p
+            assert abs(m.log_partition[k] - float(mpmath.log(p))) <= 1e-10
+            assert abs(m.mean[k, 0, 0] - float(e1)) <= 1e-10

@@ -22,8 +22,15 @@ to ``[0, 1]``, every piece split at the integrand's mode (so a level set much na
 than the prior is resolved at any scale), levels doubled until two successive levels
 agree to the tolerance (the reported error).
 
+Links with switches on the coordinate hyperplanes (``|z1| - |z2|``, ``max(z1, 0) +
+z2``: ``Abs``, ``sign``, ``Heaviside``, ``Piecewise``, ``Max``, ``Min``) are split into
+their sign orthants (:func:`orthant_links`: SymPy with ``z_i = s_i u_i``, ``u_i > 0``),
+each a smooth link whose level set is masked to its orthant, the orthant's faces and
+the zeros of the preimage being cuts; ``Z_out`` and the moments are the sums over the
+orthants (:func:`_sum_sheets`).
+
 Only ``d - 1 = 1`` free index is integrated here (``d <= 2``, e.g. ``z1^2 - z2^2``,
-``z1 z2``, ``z1 / (1 + z2^2)``); a link of more indices raises
+``z1 z2``, ``z1 / (1 + z2^2)``); a link of more indices (``z1 z2 z3``) raises
 :class:`~symtheory.glm.integrate.link_structure.NotApplicable` with the reason.
 """
 from __future__ import annotations
@@ -123,7 +130,7 @@ def _local_forms(branches, jacobians, crit, x, y, mods):
     return tuple(out), unresolved
 
 
-_SWITCHES = (sp.sign, sp.Heaviside, sp.Abs, sp.Piecewise)
+_SWITCHES = (sp.sign, sp.Heaviside, sp.Abs, sp.Piecewise, sp.Max, sp.Min)
 
 
 def orthant_links(g, z):
@@ -230,7 +237,7 @@ def critical_values(link, indices, params) -> list[float]:
     out = set()
     for _, gs in orthant_links(g, z):
         for face in itertools.product((False, True), repeat=len(z)):
-            g_face = gs.xreplace({v: 0 for v, f in zip(z, face) if f})
+            g_face = gs.xreplace({v: sp.S.Zero for v, f in zip(z, face) if f})
             out.update(_gradient_zeros(g_face, [v for v, f in zip(z, face) if not f]))
     return sorted(out)
 
@@ -516,10 +523,11 @@ def _level_set_moments_chunk(structure: LevelSetStructure, y, omega, Sigma, *,
         cur = _level_sums(structure, y[active], tuple(p[active] for p in pieces), omega[active],
                           prec, logdet, scale[active], level, Sigma)
         if prev is not None:
-            err = np.maximum.reduce([
-                np.abs(cur[0] - prev[0]),
-                np.max(np.abs(cur[1] - prev[1]) / sd, axis=1),
-                np.max(np.abs(cur[2] - prev[2]) / np.outer(sd, sd), axis=(1, 2))])
+            with np.errstate(invalid="ignore"):   # -inf - -inf: y off this (orthant) piece
+                err = np.maximum.reduce([
+                    np.abs(cur[0] - prev[0]),
+                    np.max(np.abs(cur[1] - prev[1]) / sd, axis=1),
+                    np.max(np.abs(cur[2] - prev[2]) / np.outer(sd, sd), axis=(1, 2))])
             err = np.where(np.isfinite(cur[0]), err, 0.0)
             if structure.unresolved_folds:
                 # a fold SymPy did not cancel: its 1/sqrt end is lost below sqrt(eps)
