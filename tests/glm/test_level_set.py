@@ -81,18 +81,26 @@ def _coarea_mp(preimages, y, omega, V):
 def test_moments_at_a_general_point_match_mpmath(sqdiff, y):
     """Correlated V and omega != 0 against the hand-written co-area integral (mpmath
     quad split at the folds x = +-sqrt(-y)); 1e-10 relative (channel rtol 1e-10)."""
+    def preimages():
+        pieces = [[-mpmath.inf, 0, mpmath.inf]] if y > 0 else \
+            [[-mpmath.inf, -mpmath.sqrt(-y)], [mpmath.sqrt(-y), mpmath.inf]]
+        return [(lambda x, s=sgn: s * mpmath.sqrt(y + x * x),
+                 lambda x: 2 * mpmath.sqrt(y + x * x), piece)
+                for sgn in (1, -1) for piece in pieces]
+
+    _assert_general_point_matches(sqdiff, y, preimages)
+
+
+def _assert_general_point_matches(model, y, preimages):
+    """The channel at omega = (0.4, -0.9) and a correlated V against :func:`_coarea_mp`
+    on ``preimages()`` (called at 30 digits); 1e-10 relative (the channel's rtol)."""
     omega = np.array([0.4, -0.9])
     A = np.array([[1.0, 0.3], [0.3, 0.6]])
     V = A @ A.T
-    ch = LevelSetChannel(sqdiff).configured()
+    ch = LevelSetChannel(model).configured()
     m = ch.moments(np.array([[y]]), omega.reshape(1, 2, 1), V)
     with mpmath.workdps(30):
-        pieces = [[-mpmath.inf, 0, mpmath.inf]] if y > 0 else \
-            [[-mpmath.inf, -mpmath.sqrt(-y)], [mpmath.sqrt(-y), mpmath.inf]]
-        pre = [(lambda x, s=sgn: s * mpmath.sqrt(y + x * x),
-                lambda x: 2 * mpmath.sqrt(y + x * x), piece)
-               for sgn in (1, -1) for piece in pieces]
-        Z, m1, m2, s11, s12, s22 = _coarea_mp(pre, y, omega, V)
+        Z, m1, m2, s11, s12, s22 = _coarea_mp(preimages(), y, omega, V)
         mean = np.array([float(m1 / Z), float(m2 / Z)])
         second = np.array([[float(s11 / Z), float(s12 / Z)], [float(s12 / Z), float(s22 / Z)]])
         logZ = float(mpmath.log(Z))
@@ -212,22 +220,12 @@ def test_abs_difference_matches_the_half_normal_convolution(absdiff, absdiff_clo
 def test_abs_difference_at_a_general_point_matches_mpmath(absdiff, y):
     """Correlated V, omega != 0: the co-area integral written by hand, ``z1 = +-(y +
     |z2|)`` where ``y + |z2| > 0``, weight 1, split at ``z2 = 0`` and ``|z2| = -y``."""
-    omega = np.array([0.4, -0.9])
-    A = np.array([[1.0, 0.3], [0.3, 0.6]])
-    V = A @ A.T
-    m = LevelSetChannel(absdiff).configured().moments(np.array([[y]]),
-                                                      omega.reshape(1, 2, 1), V)
-    with mpmath.workdps(30):
+    def preimages():
         pieces = [[-mpmath.inf, 0, mpmath.inf]] if y > 0 else [[-mpmath.inf, y], [-y, mpmath.inf]]
-        pre = [(lambda x, s=sgn: s * (y + abs(x)), lambda x: 1, piece)
-               for sgn in (1, -1) for piece in pieces]
-        Z, m1, m2, s11, s12, s22 = _coarea_mp(pre, y, omega, V)
-        mean = np.array([float(m1 / Z), float(m2 / Z)])
-        second = np.array([[float(s11 / Z), float(s12 / Z)], [float(s12 / Z), float(s22 / Z)]])
-        logZ = float(mpmath.log(Z))
-    assert abs(m.log_partition[0] - logZ) <= 1e-10 * max(1.0, abs(logZ))
-    np.testing.assert_allclose(m.mean.reshape(-1), mean, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(m.cov[0], second - np.outer(mean, mean), rtol=1e-10, atol=1e-10)
+        return [(lambda x, s=sgn: s * (y + abs(x)), lambda x: 1, piece)
+                for sgn in (1, -1) for piece in pieces]
+
+    _assert_general_point_matches(absdiff, y, preimages)
 
 
 def test_abs_difference_declares_and_passes_its_identities(absdiff):
