@@ -283,18 +283,24 @@ def _preimage_section(model, kind, ch, why):
                 ch.head_kernel.outputs[-1])
         return sec
     if kind == "level_set":
-        st = ch.structure
+        sheets = getattr(ch.structure, "sheets", None)
         z = list(model.indices)
-        sec.add("level_set_branches", f"preimage branches {z[st.solved]} = h_k(y, {z[st.free]}) "
-                "of g(Z) = y (SymPy solve; the co-area integral runs over the free index)",
-                sp.Matrix(st.branches).xreplace({st.y: model.output_symbols[0, 0]}))
-        sec.add("level_set_jacobians", f"|dg/d{z[st.solved]}| at each branch (the co-area "
-                "weight 1/|dg/dz_s|)",
-                sp.Matrix(st.jacobians).xreplace({st.y: model.output_symbols[0, 0]}))
-        sec.add("level_set_critical", f"critical points in {z[st.free]} (folds, poles: the "
-                "pieces of the tanh-sinh rule)",
-                sp.Matrix(st.critical_points or [sp.nan]).xreplace(
-                    {st.y: model.output_symbols[0, 0]}))
+        for k, st in enumerate(sheets or (ch.structure,)):
+            # a link with switches: one smooth piece per sign orthant
+            tag, where = ("", "") if sheets is None else (f"_orthant_{k}",
+                                                          f" on the orthant {st.signs}")
+            ysub = {st.y: model.output_symbols[0, 0]}
+            if sheets is not None:
+                sec.add(f"level_set_link{tag}", f"the link{where} (SymPy: Abs, sign, "
+                        "Heaviside, Piecewise resolved with the signs)", st.link)
+            sec.add(f"level_set_branches{tag}", f"preimage branches {z[st.solved]} = "
+                    f"h_k(y, {z[st.free]}) of g(Z) = y{where} (SymPy solve; the co-area "
+                    "integral runs over the free index)", sp.Matrix(st.branches).xreplace(ysub))
+            sec.add(f"level_set_jacobians{tag}", f"|dg/d{z[st.solved]}| at each branch (the "
+                    "co-area weight 1/|dg/dz_s|)", sp.Matrix(st.jacobians).xreplace(ysub))
+            sec.add(f"level_set_critical{tag}", f"critical points in {z[st.free]} (folds, "
+                    "poles, orthant faces: the pieces of the tanh-sinh rule)",
+                    sp.Matrix(st.critical_points or [sp.nan]).xreplace(ysub))
         sec.add("integration", "how Z_out is integrated", note=f"{ch.method}: numerical "
                 "(tanh-sinh on the level set, no closed form)")
         return sec

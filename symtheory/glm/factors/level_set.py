@@ -5,7 +5,7 @@ set ``{Z : g(Z) = y}`` (co-area formula; :mod:`symtheory.glm.integrate.level_set
 Troiani et al., arXiv:2502.00901 with ``P_out(y|Z) = delta(y - g(Z))``), its posterior
 moments those of the Gaussian restricted to the level set with the co-area weight
 ``1/|grad g|`` in the solved coordinate.  Declared with no noise and no reduction, e.g.
-``y = z1^2 - z2^2`` or ``y = z1 z2``.
+``y = z1^2 - z2^2``, ``y = z1 z2`` or, split into sign orthants, ``y = |z1| - |z2|``.
 """
 from __future__ import annotations
 

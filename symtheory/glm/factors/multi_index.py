@@ -333,7 +333,8 @@ class MultiIndexModel:
         * no noise, a link constant on sign regions (``sign(z1 z2)``, hardmax):
           :class:`~symtheory.glm.factors.discrete.DiscreteOutputChannel`;
         * no noise, any other scalar link SymPy solves for one of ``P M <= 2`` indices
-          (``z1^2 - z2^2``, ``z1 z2``):
+          (``z1^2 - z2^2``, ``z1 z2``; switches at ``z_i = 0`` split into orthants:
+          ``|z1| - |z2|``):
           :class:`~symtheory.glm.factors.level_set.LevelSetChannel` (co-area formula).
 
         Parameters

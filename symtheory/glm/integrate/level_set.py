@@ -22,12 +22,20 @@ to ``[0, 1]``, every piece split at the integrand's mode (so a level set much na
 than the prior is resolved at any scale), levels doubled until two successive levels
 agree to the tolerance (the reported error).
 
+Links with switches on the coordinate hyperplanes (``|z1| - |z2|``, ``max(z1, 0) +
+z2``: ``Abs``, ``sign``, ``Heaviside``, ``Piecewise``, ``Max``, ``Min``) are split into
+their sign orthants (:func:`orthant_links`: SymPy with ``z_i = s_i u_i``, ``u_i > 0``),
+each a smooth link whose level set is masked to its orthant, the orthant's faces and
+the zeros of the preimage being cuts; ``Z_out`` and the moments are the sums over the
+orthants (:func:`_sum_sheets`).
+
 Only ``d - 1 = 1`` free index is integrated here (``d <= 2``, e.g. ``z1^2 - z2^2``,
-``z1 z2``, ``z1 / (1 + z2^2)``); a link of more indices raises
+``z1 z2``, ``z1 / (1 + z2^2)``); a link of more indices (``z1 z2 z3``) raises
 :class:`~symtheory.glm.integrate.link_structure.NotApplicable` with the reason.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,10 +69,24 @@ class LevelSetStructure:
     link_fn: object = None   # numpy: (z_solved, x) -> (g, d g / d z_solved), for Newton polishing
     local_fns: tuple = ()    # per critical point c: numpy (y, delta) -> ([h_k], [|d_s g|]) at x = c + delta
     unresolved_folds: int = 0  # critical points whose radicands SymPy could not cancel
+    signs: tuple = None      # orthant s_i z_i > 0 the level set is restricted to (None: all)
+    link: object = None      # the smooth link g (SymPy) on that orthant
 
     def describe(self) -> str:
         return (f"level set: z[{self.solved}] solved ({len(self.branches)} branches), "
                 f"{len(self.critical_points)} critical points")
+
+
+@dataclass
+class OrthantLevelSet:
+    """A link with switches at ``z_i = 0`` (``|z1| - |z2|``): one smooth
+    :class:`LevelSetStructure` per sign orthant (``sheets``), ``Z_out`` their sum."""
+
+    sheets: tuple
+
+    def describe(self) -> str:
+        return (f"level set on {len(self.sheets)} sign orthants, "
+                + "; ".join(f"{s.signs}: {s.describe()[11:]}" for s in self.sheets))
 
 
 def _radicands(expr):
@@ -108,12 +130,39 @@ def _local_forms(branches, jacobians, crit, x, y, mods):
     return tuple(out), unresolved
 
 
-def level_set_structure(link: sp.Matrix, indices: sp.Matrix, params: dict) -> LevelSetStructure:
+_SWITCHES = (sp.sign, sp.Heaviside, sp.Abs, sp.Piecewise, sp.Max, sp.Min)
+
+
+def orthant_links(g, z):
+    """``[(signs, g_s)]``: the link on each sign orthant ``s_i z_i > 0`` with its switches
+    resolved by SymPy (``z_i = s_i u_i``, ``u_i`` positive), orthants where ``g_s`` still
+    switches raise :class:`NotApplicable` (e.g. ``|z1 - z2|``: not an orthant switch)."""
+    out = []
+    u = [sp.Dummy(f"u{i}", positive=True) for i in range(len(z))]
+    for signs in itertools.product((1, -1), repeat=len(z)):
+        gs = g.xreplace({zi: s * ui for zi, s, ui in zip(z, signs, u)})
+        gs = sp.piecewise_fold(sp.refine(gs, sp.And(*[sp.Q.positive(ui) for ui in u])))
+        gs = sp.simplify(gs).xreplace({ui: s * zi for zi, s, ui in zip(z, signs, u)})
+        if gs.has(*_SWITCHES):
+            raise NotApplicable(f"the link {g} still switches on the orthant {signs} "
+                                f"({gs}): only switches at z_i = 0 are split")
+        if not gs.free_symbols & set(z):
+            raise NotApplicable(f"the link {g} is constant ({gs}) on the orthant {signs}: "
+                                "y has an atom there, not a density")
+        out.append((signs, sp.expand(gs)))
+    return out
+
+
+def level_set_structure(link: sp.Matrix, indices: sp.Matrix, params: dict):
     """Solve ``g(z) = y`` for one index (the first that SymPy solves in closed form).
 
+    A link with switches at ``z_i = 0`` (``Abs``, ``sign``, ``Heaviside``, ``Piecewise``)
+    is split into its sign orthants (:func:`orthant_links`), each a smooth link
+    restricted to its orthant: an :class:`OrthantLevelSet` of the pieces.
+
     Raises :class:`NotApplicable` if the link has more than one output, more than two
-    indices, switching atoms (``sign``, ``Abs``, ``Piecewise``: their level sets are
-    the discrete or orthant cases) or no index SymPy can solve for."""
+    indices, switches away from the coordinate hyperplanes, or no index SymPy can solve
+    for (on some orthant)."""
     if link.shape != (1, 1):
         raise NotApplicable(f"the level-set channel needs one output, the link has {link.shape}")
     z = list(indices)
@@ -121,10 +170,20 @@ def level_set_structure(link: sp.Matrix, indices: sp.Matrix, params: dict) -> Le
         raise NotApplicable(f"level sets of {len(z) - 1} > 1 free indices are not integrated "
                             "yet (declare output noise or a DeterministicReduction)")
     g = sp.sympify(link[0, 0]).xreplace({k: sp.nsimplify(v) for k, v in params.items()})
-    if g.has(sp.sign, sp.Heaviside, sp.Abs, sp.Piecewise, sp.DiracDelta):
-        raise NotApplicable("the link switches (sign, Abs, Heaviside, Piecewise)")
+    if g.has(sp.DiracDelta):
+        raise NotApplicable("the link contains a DiracDelta")
     if not g.free_symbols & set(z):
         raise NotApplicable("the link does not depend on the indices")
+    if g.has(*_SWITCHES):
+        sheets = tuple(_smooth_structure(gs, z, signs) for signs, gs in orthant_links(g, z))
+        return OrthantLevelSet(sheets)
+    return _smooth_structure(g, z, None)
+
+
+def _smooth_structure(g, z, signs):
+    """:class:`LevelSetStructure` of the smooth link ``g``; ``signs``: restrict to the
+    orthant ``signs_i z_i > 0`` (its faces become critical points of the free index: the
+    integrand jumps to 0 there)."""
     y = sp.Dummy("y", real=True)
     for s_pos, s in enumerate(z):
         if not g.has(s):
@@ -142,8 +201,13 @@ def level_set_structure(link: sp.Matrix, indices: sp.Matrix, params: dict) -> Le
         jac = tuple(sp.Abs(sp.simplify(ds.xreplace({s: h}))) for h in sols)
         crit = []
         for h, j in zip(sols, jac):
-            for e in _radicands(h) + [sp.denom(sp.together(h)), j.args[0]]:
+            inner = j.args[0] if isinstance(j, sp.Abs) else j
+            for e in _radicands(h) + [sp.denom(sp.together(h)), inner]:
                 crit += _real_roots_in(e, x)
+            if signs is not None:
+                crit += _real_roots_in(h, x)          # the solved index leaves its orthant
+        if signs is not None and rest:
+            crit.append(sp.S.Zero)                    # the free index leaves its orthant
         crit = tuple(dict.fromkeys(sp.simplify(c) for c in crit if not c.has(x)))
         mods = [{"Abs": np.abs}, "numpy"]
         local, unresolved = _local_forms(sols, jac, crit, x, y, mods)
@@ -155,15 +219,34 @@ def level_set_structure(link: sp.Matrix, indices: sp.Matrix, params: dict) -> Le
             critical_fn=sp.lambdify([y], list(crit), modules=mods) if crit else None,
             complex_branches=any(h.has(sp.I) for h in sols),
             link_fn=sp.lambdify([s, x], [g, ds], modules=mods),
-            local_fns=local, unresolved_folds=unresolved)
-    raise NotApplicable(f"SymPy solves g(z) = y for none of the indices ({g})")
+            local_fns=local, unresolved_folds=unresolved, signs=signs, link=g)
+    where = "" if signs is None else f" on the orthant {signs}"
+    raise NotApplicable(f"SymPy solves g(z) = y for none of the indices ({g}){where}")
 
 
 def critical_values(link, indices, params) -> list[float]:
     """Real values of the scalar link at the real zeros of its gradient (SymPy): where
-    the output density has its singularities (``log|y|`` for a saddle, e.g. ``z1 z2``)."""
+    the output density has its singularities (``log|y|`` for a saddle, e.g. ``z1 z2``).
+    A link with switches at ``z_i = 0`` adds, per orthant, the critical values of its
+    restriction to every face ``{z_i = 0, i in F}`` (where the density has kinks: ``y = 0``
+    for ``|z1| - |z2|``)."""
     g = sp.sympify(link[0, 0]).xreplace(params)
     z = list(indices)
+    if not g.has(*_SWITCHES):
+        return _gradient_zeros(g, z)
+    out = set()
+    for _, gs in orthant_links(g, z):
+        for face in itertools.product((False, True), repeat=len(z)):
+            g_face = gs.xreplace({v: sp.S.Zero for v, f in zip(z, face) if f})
+            out.update(_gradient_zeros(g_face, [v for v, f in zip(z, face) if not f]))
+    return sorted(out)
+
+
+def _gradient_zeros(g, z) -> list[float]:
+    """Real values of ``g`` at the real zeros of its gradient in ``z``."""
+    if not g.free_symbols & set(z):
+        v = complex(sp.N(g)) if not g.free_symbols else 1j
+        return [v.real] if abs(v.imag) < 1e-12 else []
     try:
         sols = sp.solve([sp.diff(g, v) for v in z], z, dict=True)
     except (NotImplementedError, ValueError):
@@ -288,15 +371,45 @@ def _log_integrand(structure, y, nodes, omega, prec, logdet):
             quad = np.einsum("...i,ij,...j->...", d, prec, d)
             logf = -0.5 * quad - np.log(2 * np.pi) - 0.5 * logdet - np.log(j)
             ok = np.isfinite(logf) & np.isfinite(h)
+            if structure.signs is not None:       # the piece of the level set in its orthant
+                ok &= np.all(z * np.asarray(structure.signs, dtype=float) >= 0, axis=-1)
             out.append((np.where(ok[..., None], z, 0.0), np.where(ok, logf, -np.inf)))
     return out
 
 
 def _nodes(bounds, ids, scale, level):
     """Nodes of every piece with, per node, the id of the critical point it is next to."""
-    x, w, delta, near_lo = _piece_nodes(bounds[:, :-1], bounds[:, 1:], scale, level)
-    end_id = np.where(near_lo, ids[:, :-1, None], ids[:, 1:, None])
+    return _piece_list_nodes((bounds[:, :-1], bounds[:, 1:], ids[:, :-1], ids[:, 1:]),
+                             scale, level)
+
+
+def _piece_list_nodes(pieces, scale, level):
+    """:func:`_nodes` of the pieces ``(a, b, id_a, id_b)``, each ``(n, K)``."""
+    a, b, ida, idb = pieces
+    x, w, delta, near_lo = _piece_nodes(a, b, scale, level)
+    end_id = np.where(near_lo, ida[..., None], idb[..., None])
     return x, w, delta, end_id
+
+
+def _live_pieces(structure, y, bounds, ids, omega, prec, logdet, scale):
+    """The pieces of an orthant sheet where the integrand is not identically 0, packed
+    to the left (``(a, b, id_a, id_b)``, dead columns empty): the orthant's faces and the
+    zeros of the solved index are cuts, so a piece is either inside the orthant or
+    outside it, and one in :data:`FIRST_LEVEL` nodes all outside means all of it is.
+    Saves the refinement of the pieces that carry nothing (most of them: an orthant
+    holds one or two of the ~8 pieces)."""
+    pieces = (bounds[:, :-1], bounds[:, 1:], ids[:, :-1], ids[:, 1:])
+    if structure.signs is None:
+        return pieces
+    nodes = _piece_list_nodes(pieces, scale, FIRST_LEVEL)
+    terms = _log_integrand(structure, y, nodes, omega, prec, logdet)
+    live = np.any(np.isfinite(np.stack([t[1] for t in terms])) & (nodes[1] > 0), axis=(0, 3))
+    order = np.argsort(~live, axis=1, kind="stable")
+    keep = max(int(live.sum(axis=1).max()), 1)
+    packed = [np.take_along_axis(p, order, axis=1)[:, :keep] for p in pieces]
+    alive = np.take_along_axis(live, order, axis=1)[:, :keep]
+    packed[1] = np.where(alive, packed[1], packed[0])        # dead: an empty piece
+    return tuple(packed)
 
 
 def _split_at_modes(structure, y, bounds, ids, omega, prec, logdet, scale):
@@ -335,9 +448,14 @@ CHUNK = 64
 
 def level_set_moments(structure: LevelSetStructure, y, omega, Sigma, *,
                       rtol=1e-10, max_level=MAX_LEVEL):
-    """:func:`_level_set_moments_chunk` over chunks of :data:`CHUNK` samples."""
+    """:func:`_level_set_moments_chunk` over chunks of :data:`CHUNK` samples (and over
+    the orthants of an :class:`OrthantLevelSet`, :func:`_sum_sheets`)."""
     y = np.asarray(y, dtype=float).reshape(-1)
     omega = np.asarray(omega, dtype=float).reshape(y.size, 2)
+    if isinstance(structure, OrthantLevelSet):
+        return _sum_sheets([level_set_moments(sh, y, omega, Sigma, rtol=rtol,
+                                              max_level=max_level)
+                            for sh in structure.sheets], Sigma)
     if y.size <= CHUNK:
         return _level_set_moments_chunk(structure, y, omega, Sigma, rtol=rtol,
                                         max_level=max_level)
@@ -345,6 +463,26 @@ def level_set_moments(structure: LevelSetStructure, y, omega, Sigma, *,
                                       rtol=rtol, max_level=max_level)
              for i in range(0, y.size, CHUNK)]
     return tuple(np.concatenate([p[k] for p in parts]) for k in range(4))
+
+
+def _sum_sheets(parts, Sigma):
+    """Moments of the union of disjoint level-set pieces from each piece's ``(log Z,
+    E[z|y] - omega, Cov - Sigma, error)``: ``Z = sum Z_k`` and the second moments about
+    ``omega`` add with the weights ``Z_k / Z``; the error is the largest weighted one."""
+    logZs = np.stack([p[0] for p in parts])
+    logZ = np.logaddexp.reduce(logZs, axis=0)
+    with np.errstate(invalid="ignore"):
+        w = np.where(np.isfinite(logZs), np.exp(logZs - logZ), 0.0)
+    d = np.stack([np.nan_to_num(p[1]) for p in parts])
+    second = np.stack([np.nan_to_num(p[2]) + Sigma + p[1][:, :, None] * p[1][:, None, :]
+                       for p in parts])
+    second = np.nan_to_num(second)
+    mean = np.einsum("kn,kni->ni", w, d)
+    cov = np.einsum("kn,knij->nij", w, second) - mean[:, :, None] * mean[:, None, :] - Sigma
+    err = np.max(w * np.stack([p[3] for p in parts]), axis=0)
+    dead = ~np.isfinite(logZ)
+    mean[dead], cov[dead] = np.nan, np.nan
+    return logZ, mean, cov, err
 
 
 def _level_set_moments_chunk(structure: LevelSetStructure, y, omega, Sigma, *,
@@ -375,19 +513,21 @@ def _level_set_moments_chunk(structure: LevelSetStructure, y, omega, Sigma, *,
     ids = np.concatenate([ids, np.full((y.size, 1), -1)], axis=1)
     bounds, ids = _pieces(cuts, ids)
     bounds, ids = _split_at_modes(structure, y, bounds, ids, omega, prec, logdet, scale)
+    pieces = _live_pieces(structure, y, bounds, ids, omega, prec, logdet, scale)
     out = (np.full(y.size, -np.inf), np.full((y.size, 2), np.nan),
            np.full((y.size, 2, 2), np.nan), np.zeros(y.size))
     active = np.arange(y.size)
     prev = None
     for level in range(FIRST_LEVEL, max_level + 1):
         # only the samples not yet converged are refined
-        cur = _level_sums(structure, y[active], bounds[active], ids[active], omega[active],
+        cur = _level_sums(structure, y[active], tuple(p[active] for p in pieces), omega[active],
                           prec, logdet, scale[active], level, Sigma)
         if prev is not None:
-            err = np.maximum.reduce([
-                np.abs(cur[0] - prev[0]),
-                np.max(np.abs(cur[1] - prev[1]) / sd, axis=1),
-                np.max(np.abs(cur[2] - prev[2]) / np.outer(sd, sd), axis=(1, 2))])
+            with np.errstate(invalid="ignore"):   # -inf - -inf: y off this (orthant) piece
+                err = np.maximum.reduce([
+                    np.abs(cur[0] - prev[0]),
+                    np.max(np.abs(cur[1] - prev[1]) / sd, axis=1),
+                    np.max(np.abs(cur[2] - prev[2]) / np.outer(sd, sd), axis=(1, 2))])
             err = np.where(np.isfinite(cur[0]), err, 0.0)
             if structure.unresolved_folds:
                 # a fold SymPy did not cancel: its 1/sqrt end is lost below sqrt(eps)
@@ -403,9 +543,10 @@ def _level_set_moments_chunk(structure: LevelSetStructure, y, omega, Sigma, *,
     return out
 
 
-def _level_sums(structure, y, bounds, ids, omega, prec, logdet, scale, level, Sigma):
-    """``(log Z, E[z|y] - omega, Cov - Sigma)`` at one tanh-sinh level."""
-    nodes = _nodes(bounds, ids, scale, level)
+def _level_sums(structure, y, pieces, omega, prec, logdet, scale, level, Sigma):
+    """``(log Z, E[z|y] - omega, Cov - Sigma)`` at one tanh-sinh level on the pieces
+    ``(a, b, id_a, id_b)``."""
+    nodes = _piece_list_nodes(pieces, scale, level)
     w = nodes[1]
     terms = _log_integrand(structure, y, nodes, omega, prec, logdet)
     with np.errstate(divide="ignore"):
