@@ -74,3 +74,11 @@ def test_abs_link_map_and_fixed_point_against_nested_quadrature():
     # measured: Q = 0.45120203 vs 0.45120168, stated error 1.7e-5
     assert abs(res["Q"] - ref) <= res["error"]
     assert res["error"] < 1e-4
+
+
+def test_state_evolution_note_names_the_deterministic_path():
+    from symtheory.glm.se.state_evolution import StateEvolution
+
+    se = StateEvolution(MultiIndexModel("ident_sn", sp.Matrix([[z]]), sp.Matrix([[z]])), 1.0,
+                        samples=64, noise_variance=0.5)
+    assert "ScalarNoisySE" in se.observation_note

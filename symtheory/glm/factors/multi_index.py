@@ -101,18 +101,18 @@ class MultiIndexModel:
     description : str, optional
         Words for reports.
 
-    Raises
-    ------
-    ParameterError
-        The link does not depend on a declared index (parameters substituted), or a
-        reduction's observed entries (or features) do not determine ``E``.
-
     Attributes
     ----------
     P, M : int
         Index rows and tokens.
     even_groups : dict
         ``{group: bool}``, whether ``g`` is invariant under flipping the group's sign.
+
+    Raises
+    ------
+    ParameterError
+        The link does not depend on a declared index (parameters substituted), or a
+        reduction's observed entries (or features) do not determine ``E``.
 
     Examples
     --------
