@@ -133,7 +133,13 @@ def cmd_threshold(args) -> int:
     from ..glm.thresholds.staircase import staircase
     from ..glm.thresholds.weak_recovery import weak_recovery
 
-    rule = TensorRule("gauss-hermite", args.quadrature_nodes)
+    from ..glm.thresholds.expectations import choose_method
+
+    # --quadrature-nodes is the observation grid's inner rule; a noisy channel integrates
+    # with its own adaptive rule (a fixed Gauss-Hermite rule misses a likelihood narrower
+    # than the prior and is refused by the channel's declaration check)
+    rule = (TensorRule("gauss-hermite", args.quadrature_nodes)
+            if choose_method(model, noise) == "observation-grid" else None)
     if args.target_error is not None and precision is not None:
         raise ParameterError("--target-error refines the observation grid; --precision uses "
                              "mpmath instead: give one of them")

@@ -108,6 +108,12 @@ class MultiIndexModel:
     even_groups : dict
         ``{group: bool}``, whether ``g`` is invariant under flipping the group's sign.
 
+    Raises
+    ------
+    ParameterError
+        The link does not depend on a declared index (parameters substituted), or a
+        reduction's observed entries (or features) do not determine ``E``.
+
     Examples
     --------
     >>> import sympy as sp
@@ -136,6 +142,16 @@ class MultiIndexModel:
         extra = self.link.free_symbols - set(syms) - set(self.param_symbols)
         if extra:
             raise ValueError(f"link depends on undeclared symbols {sorted(map(str, extra))}")
+        # an index the link does not read is unidentifiable: the posterior on it is the
+        # prior whatever y, and downstream quantities (thresholds, symmetry groups) would
+        # report an artefact (y = 1 gave alpha_c = inf "through its sign")
+        unused = [str(z) for z in syms if z not in self.link.subs(self.params).free_symbols]
+        if unused:
+            raise ParameterError(
+                f"model {name!r}: the link does not depend on the declared "
+                f"{'index' if len(unused) == 1 else 'indices'} {', '.join(unused)} (with the "
+                "parameters substituted); every index must enter g -- declare only the "
+                "indices the link reads")
         self.row_groups = tuple(tuple(g) for g in (row_groups or [(a,) for a in range(P)]))
         if sorted(a for g in self.row_groups for a in g) != list(range(P)):
             raise ValueError(f"row_groups must partition rows 0..{P - 1}, got {self.row_groups}")
@@ -218,7 +234,34 @@ class MultiIndexModel:
                                   [e.subs(self.params) for e in rhs], list(red.E), scale=0.7)
             if worst > 1e-10:
                 raise ValueError(f"inversion features disagree with the head ({worst:.2e})")
+        self._check_invertible()
         self.free_rows, self.solved_rows = free, solved
+
+    def _check_invertible(self):
+        """The observed entries (or the features) must determine ``E`` locally: their
+        Jacobian in ``E`` has full rank ``M r`` at random points.  Otherwise SymPy finds no
+        inversion branch, or an underdetermined one, only when the channel's kernels are
+        generated (a rank test costs milliseconds)."""
+        red = self.reduction
+        E = list(red.E)
+        if red.features:
+            exprs, what = [fe for _, fe in red.features], "features"
+        else:
+            exprs, what = [red.head[i, j] for i, j in red.observed], "observed"
+        J = sp.Matrix(exprs).jacobian(sp.Matrix(E)).subs(self.params)
+        if J.free_symbols - set(E):
+            return       # depends on more than E (free rows): the branch solve decides
+        jac = sp.lambdify(E, J, "numpy")
+        rng = np.random.default_rng(20240601)
+        ranks = [np.linalg.matrix_rank(np.asarray(jac(*rng.standard_normal(len(E))), dtype=float),
+                                       tol=1e-9) for _ in range(3)]
+        if max(ranks) < len(E):
+            raise ParameterError(
+                f"reduction of model {self.name!r}: the {what} entries "
+                f"{list(red.observed) if what == 'observed' else exprs} do not determine E "
+                f"({len(E)} unknowns; the Jacobian of those entries in E has rank {max(ranks)} "
+                "at random points), so y cannot be inverted for E; choose entries of the head "
+                "that fix every entry of E")
 
     @property
     def output_symbols(self) -> sp.Matrix:

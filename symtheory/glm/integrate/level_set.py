@@ -153,6 +153,26 @@ def orthant_links(g, z):
     return out
 
 
+#: prior draws of :func:`flat_fraction` (an atom of mass m is missed with probability
+#: (1 - m)^256: 1e-6 at m = 5%)
+FLAT_DRAWS = 256
+
+
+def flat_fraction(g, z) -> float:
+    """Fraction of ``FLAT_DRAWS`` standard normal draws of ``z`` (fixed seed) at which the
+    SymPy gradient of ``g`` is exactly zero (jumps' ``DiracDelta`` dropped, ``Heaviside``
+    as a step): positive only when ``g`` is constant on a set of positive measure (the
+    gradient of a non-constant analytic piece vanishes on a null set)."""
+    grads = [sp.diff(g, s).replace(sp.DiracDelta, lambda *a: sp.S.Zero) for s in z]
+    modules = [{"Heaviside": lambda x, h0=0.5: np.heaviside(x, h0), "sign": np.sign}, "numpy"]
+    f = sp.lambdify(z, grads, modules=modules)
+    pts = np.random.default_rng(20240601).standard_normal((len(z), FLAT_DRAWS))
+    with np.errstate(all="ignore"):
+        vals = np.stack([np.broadcast_to(np.asarray(v, dtype=float), (FLAT_DRAWS,))
+                         for v in f(*pts)])
+    return float(np.mean(np.all(vals == 0, axis=0)))
+
+
 def level_set_structure(link: sp.Matrix, indices: sp.Matrix, params: dict):
     """Solve ``g(z) = y`` for one index (the first that SymPy solves in closed form).
 
@@ -172,6 +192,14 @@ def level_set_structure(link: sp.Matrix, indices: sp.Matrix, params: dict):
     g = sp.sympify(link[0, 0]).xreplace({k: sp.nsimplify(v) for k, v in params.items()})
     if g.has(sp.DiracDelta):
         raise NotApplicable("the link contains a DiracDelta")
+    flat = flat_fraction(g, z)
+    if flat > 0:
+        raise NotApplicable(
+            f"the link {g} is constant on an open set (its gradient vanishes at {flat:.0%} of "
+            "prior draws): y has an atom there, so the level set {g = y} has measure zero "
+            "for other y but positive prior mass at that value -- neither a density in y "
+            "(level-set channel, co-area formula) nor a link constant on sign cells "
+            "(discrete channel); declare output noise")
     if not g.free_symbols & set(z):
         raise NotApplicable("the link does not depend on the indices")
     if g.has(*_SWITCHES):

@@ -380,6 +380,10 @@ class StateEvolution(StagedSolve, MapLinearization):
                 self.observation_rule = None
                 reason = ("one noisy output: the y-grid is opt-in (observation='integrate'); "
                           "not yet faster than sampling")
+                if self.model.P * self.model.M == 1:
+                    # the whole map is a 2-D integral there: deterministic, no samples
+                    reason += ("; P = M = 1: the deterministic 2-D solve is "
+                               "symtheory.glm.se.scalar_noisy.ScalarNoisySE")
         if reason is not None:
             if observation == "integrate":
                 raise ParameterError(f"observation='integrate' is not available here: {reason}")

@@ -220,7 +220,8 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
         Gaussian output-noise variance; ``None``: noiseless.
     method : str, optional
         ``"auto"`` (chosen from the model), ``"observation-grid"``, ``"cells"``,
-        ``"scalar-quadrature"`` or ``"monte-carlo"``: the expectation of the operator.
+        ``"scalar-quadrature"``, ``"output-quadrature"`` or ``"monte-carlo"``: the
+        expectation of the operator.
     precision : int, optional
         Digits of an mpmath run (mpmath methods), confirmed at ``2 P + 10`` digits.
     prior : Prior, optional
@@ -229,8 +230,10 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
         Observation grid: nodes per axis.
     width : float, optional
         Observation grid: box in units of the largest singular value of the mixing.
-    rule : TensorRule, optional
-        Quadrature over the free rows (default Gauss-Hermite 40).
+    rule : TensorRule or AdaptiveRule, optional
+        Observation grid: quadrature over the free rows (default Gauss-Hermite 40).
+        Noisy channels (output quadrature, Monte Carlo): the channel's rule (default its
+        own adaptive rule, the one its declaration check accepts).
     samples : int, optional
         Monte-Carlo draws.
     seed : int, optional
@@ -262,6 +265,7 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
                                         outer_nodes, width, rule, target_error, t0)
     P = model.P
     Jp = prior_jacobian(prior, P)
+    channel_rule = rule        # noisy channels: None is the channel's own adaptive rule
     rule = rule or TensorRule("gauss-hermite", 40)
     if precision is not None:
         return _weak_recovery_precision(model, method, noise_variance, int(precision), prior, t0)
@@ -281,8 +285,12 @@ def weak_recovery(model, *, noise_variance=None, method="auto", precision=None, 
         return res
     if method == "scalar-quadrature":
         return _scalar_weak_recovery(model, noise_variance, prior, t0)
+    if method == "output-quadrature":
+        return _output_weak_recovery(model, noise_variance, Jp, channel_rule, group, odd,
+                                     t0, details)
     if method == "monte-carlo":
-        return _weak_recovery_monte_carlo(model, Jp, noise_variance, rule, samples, seed, group,
+        return _weak_recovery_monte_carlo(model, Jp, noise_variance, channel_rule, samples, seed,
+                                          group,
                                           odd, t0, details)
     raise ParameterError(f"unknown method {method!r}")
 
@@ -409,6 +417,52 @@ def _scalar_weak_recovery(model, noise_variance, prior, t0, level=6):
         seconds=time.perf_counter() - t0, details=details)
 
 
+def _output_weak_recovery(model, noise_variance, Jp, rule, group, odd, t0, details):
+    """Eq. (16) with the output quadrature of
+    :func:`~symtheory.glm.thresholds.expectations._output_quadrature_operator` at two
+    tanh-sinh levels.  Error: ``|alpha(L) - alpha(L - 1)|`` (the coarser run's error),
+    the mass defect times ``alpha``, and the channel's stated moment errors carried to
+    first order to ``lambda`` and then to ``alpha = 1/lambda``."""
+    from .expectations import OUTPUT_QUADRATURE_LEVEL, _output_quadrature_operator
+
+    method = "output-quadrature"
+    P = model.P
+    runs = {lv: _output_quadrature_operator(model, noise_variance, lv, rule, group)
+            for lv in (OUTPUT_QUADRATURE_LEVEL - 1, OUTPUT_QUADRATURE_LEVEL)}
+    T, first, info = runs[OUTPUT_QUADRATURE_LEVEL]
+    details.update({"levels": {lv: r[2] for lv, r in runs.items()}, "mass": info["mass"]})
+    first_floor = 1e-9 * max(1.0, float(np.max(np.abs(T))))
+    if odd and np.max(np.linalg.eigvalsh(first)) > first_floor:
+        return _trivial_result(first, first_floor, P, method, t0, details)
+    specs = {lv: np.linalg.eigvalsh(0.5 * (Jp @ operator_matrix(r[0])
+                                          + (Jp @ operator_matrix(r[0])).T))
+             for lv, r in runs.items()}
+    spec = specs[OUTPUT_QUADRATURE_LEVEL]
+    mass_defect = abs(1.0 - info["mass"])
+    # the channel's error on T (absolute) through Jp (the prior's Jacobian, norm <= 1 for
+    # the Gaussian prior: bounded by its spectral norm)
+    ch_err = max(r[2]["channel_error"] for r in runs.values()) * float(np.linalg.norm(Jp, 2))
+    spec_err = (np.abs(specs[OUTPUT_QUADRATURE_LEVEL - 1] - spec)
+                + mass_defect * np.abs(spec) + ch_err + 1e-13 * np.max(np.abs(spec)))
+    done, top = _zero_or_top(spec, spec_err, Jp @ operator_matrix(T), model, group, P,
+                             method, t0, details)
+    if done is not None:
+        return done
+    zero, norm, mult, lam, G, spectrum = top
+    lam_c = float(spec[-1])
+    lam_prev = float(specs[OUTPUT_QUADRATURE_LEVEL - 1][-1])
+    err = abs(1 / lam_c - 1 / lam_prev) + (mass_defect * lam + ch_err) / lam ** 2 + 1e-13 / lam
+    details.update({"operator": operator_matrix(T), "spectrum": spectrum,
+                    "multiplicity": mult, "channel_error": ch_err})
+    return ThresholdResult(
+        kind="weak", value=1.0 / lam, error=err,
+        method=(f"output-quadrature (tanh-sinh level {OUTPUT_QUADRATURE_LEVEL} in y, "
+                f"{info['y_nodes']} nodes; channel: {info['channel']})"),
+        subspace=G, eigenvalue=lam, converged=zero is not None,
+        message=_unresolved(zero, norm, spec_err) + _subspace_message(G, model, mult, group),
+        seconds=time.perf_counter() - t0, details=details)
+
+
 def _zero_or_top(spec, spec_err, A, model, group, P, method, t0, details):
     """``(alpha_c = inf result, None)`` when the operator is zero within its error bars,
     else ``(None, (zero, norm, multiplicity, lambda_max, subspace, spectrum))`` with the
@@ -481,6 +535,7 @@ def _mean_accuracy(rule):
     tensor rules state none, so ``1e-7``, far above float64 rounding (1e-15)."""
     from ...core.quadrature import AdaptiveRule
 
+    rule = AdaptiveRule() if rule is None else rule      # None: the channel's default
     return 1e3 * rule.rtol if isinstance(rule, AdaptiveRule) else 1e-7
 
 
