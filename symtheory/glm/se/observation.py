@@ -26,6 +26,14 @@ Nodes ``y_k`` (:class:`ObservationRule`):
   trapezoid rule converges geometrically in the spacing; its error is bounded for free
   by the sub-grid of every other node (twice the spacing).
 
+* ``level set`` (noiseless link of two indices on the level-set channel,
+  :class:`~symtheory.glm.factors.level_set.LevelSetChannel`; chosen by 'auto'):
+  tanh-sinh in ``y`` on the real line cut at the link's critical values (``y = 0`` of
+  ``z1^2 - z2^2``: the density's ``log|y|``), infinite pieces scaled by the spread of
+  ``g`` given ``omega``, and on each level set a fixed-level tanh-sinh rule (Numba,
+  :func:`~symtheory.glm.integrate.level_set.fixed_level_set_moments`), so the map is
+  smooth in ``Q``; its error is bounded by the change to one level lower in both.
+
 Anything else (several continuous outputs, a reduced noiseless link, a randomized channel
 rule) raises :class:`NotApplicable` with the reason; the SE then samples ``y`` and says so.
 

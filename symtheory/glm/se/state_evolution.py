@@ -195,7 +195,8 @@ class StateEvolution(StagedSolve, MapLinearization):
         :data:`DEFAULT_SCRAMBLES`).
     observation : {"auto", "integrate", "sample"}, optional
         ``'auto'`` (default) integrates ``y`` given ``omega`` by the exact sum over a
-        discrete output's values and samples only ``omega``
+        discrete output's values, or on the level sets of a noiseless two-index link,
+        and samples only ``omega``
         (:mod:`symtheory.glm.se.observation`), else samples ``y`` and says why
         (:attr:`observation_note`); ``'integrate'`` also takes the y-grid of one noisy
         output (opt-in: measured slower than sampling so far) and refuses a model that
