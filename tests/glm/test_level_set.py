@@ -170,8 +170,11 @@ def test_fixed_rule_matches_the_adaptive_rule(sqdiff):
     numpy adaptive rule at rtol 1e-11: level 5 agrees to 1e-7 (measured 2e-8: the nodes
     beyond |t| = 3.2 dropped, a fold's 1/sqrt loses ~sqrt(3e-17) of its piece), level 3
     does not (measured 2e-3: the comparison can fail)."""
-    from symtheory.glm.integrate.level_set import (fixed_level_set_moments,
-                                                   level_set_moments, link_critical_points)
+    from symtheory.glm.integrate.level_set import (
+        fixed_level_set_moments,
+        level_set_moments,
+        link_critical_points,
+    )
 
     st_ = sqdiff.channel(None, check=False).structure
     cuts = [p[st_.free] for p in link_critical_points(sqdiff.link, sqdiff.indices, {})]

@@ -546,8 +546,9 @@ def level_set_kernel(structure: LevelSetStructure):
     """The generated kernel of ``v = (y, x, delta)``: the branches and Jacobians in
     global form, then at ``x = c_j + delta`` for each critical point (the local forms
     of :func:`_local_forms`), for :mod:`.drivers.level_set`."""
-    from ...core.codegen import Kernel
     import hashlib
+
+    from ...core.codegen import Kernel
 
     outs = list(structure.branches) + list(structure.jacobians)
     for hs, js in structure.local_exprs:
