@@ -71,6 +71,9 @@ class LevelSetStructure:
     unresolved_folds: int = 0  # critical points whose radicands SymPy could not cancel
     signs: tuple = None      # orthant s_i z_i > 0 the level set is restricted to (None: all)
     link: object = None      # the smooth link g (SymPy) on that orthant
+    local_exprs: tuple = ()  # per critical point: ([h_k], [|d_s g|]) of (y, delta), SymPy
+    delta: sp.Symbol = None  # the offset symbol of local_exprs
+    x: sp.Symbol = None      # the free index's symbol in branches and jacobians
 
     def describe(self) -> str:
         return (f"level set: z[{self.solved}] solved ({len(self.branches)} branches), "
@@ -115,7 +118,7 @@ def _local_forms(branches, jacobians, crit, x, y, mods):
     on the integral of the fold's ``1/sqrt`` singularity).  Returns the lambdified forms
     and how many critical points SymPy could not cancel."""
     delta = sp.Dummy("delta", real=True)
-    out, unresolved = [], 0
+    out, exprs, unresolved = [], [], 0
     for c in crit:
         def local(e):
             e = e.xreplace({x: c + delta})
@@ -127,7 +130,8 @@ def _local_forms(branches, jacobians, crit, x, y, mods):
         if any(sp.simplify(r) != 0 for r in at_zero) or not at_zero:
             unresolved += bool(at_zero)
         out.append(sp.lambdify([y, delta], [hs, js], modules=mods))
-    return tuple(out), unresolved
+        exprs.append((tuple(hs), tuple(js)))
+    return tuple(out), unresolved, tuple(exprs), delta
 
 
 _SWITCHES = (sp.sign, sp.Heaviside, sp.Abs, sp.Piecewise, sp.Max, sp.Min)
@@ -238,7 +242,7 @@ def _smooth_structure(g, z, signs):
             crit.append(sp.S.Zero)                    # the free index leaves its orthant
         crit = tuple(dict.fromkeys(sp.simplify(c) for c in crit if not c.has(x)))
         mods = [{"Abs": np.abs}, "numpy"]
-        local, unresolved = _local_forms(sols, jac, crit, x, y, mods)
+        local, unresolved, local_exprs, delta = _local_forms(sols, jac, crit, x, y, mods)
         return LevelSetStructure(
             solved=s_pos, free=1 - s_pos, y=y, branches=tuple(sols), jacobians=jac,
             critical_points=crit,
@@ -247,7 +251,8 @@ def _smooth_structure(g, z, signs):
             critical_fn=sp.lambdify([y], list(crit), modules=mods) if crit else None,
             complex_branches=any(h.has(sp.I) for h in sols),
             link_fn=sp.lambdify([s, x], [g, ds], modules=mods),
-            local_fns=local, unresolved_folds=unresolved, signs=signs, link=g)
+            local_fns=local, unresolved_folds=unresolved, signs=signs, link=g,
+            local_exprs=local_exprs, delta=delta, x=x)
     where = "" if signs is None else f" on the orthant {signs}"
     raise NotApplicable(f"SymPy solves g(z) = y for none of the indices ({g}){where}")
 
@@ -626,3 +631,134 @@ def output_nodes(structure, omega, Sigma, cuts, scale, *, rtol=1e-12, levels=(4,
                 break
         prev = stat
     return w, mean, cov, error
+
+
+# ------------------------------------------------------------ fixed rule (state evolution)
+def link_critical_points(link, indices, params) -> list[np.ndarray]:
+    """Real zeros of the gradient of the scalar link (SymPy), as points ``z``: where the
+    level sets through them pinch (``z = 0`` of ``z1^2 - z2^2`` and ``z1 z2``)."""
+    g = sp.sympify(link[0, 0]).xreplace(params)
+    z = list(indices)
+    try:
+        sols = sp.solve([sp.diff(g, v) for v in z], z, dict=True)
+    except (NotImplementedError, ValueError):
+        return []
+    out = []
+    for sol in sols:
+        pt = [complex(sp.N(sol.get(v, sp.nan))) for v in z]
+        if all(np.isfinite(p) and abs(p.imag) < 1e-12 for p in pt):
+            out.append(np.array([p.real for p in pt]))
+    return out
+
+
+#: tanh-sinh half-range of the fixed rules (the adaptive one runs to T_MAX = 4): beyond
+#: |t| = 3.2 a node lies within e^{-pi sinh 3.2} = 3e-17 (relative) of its piece's end,
+#: where a fold's 1/sqrt integrates to ~sqrt(3e-17) = 6e-9 of the piece; in y beyond
+#: |t| = 3 (2e-14 of the scale from a cut, where a log singularity holds ~1e-12, or
+#: 5e13 scales out, where the density is 0); 20-25% fewer nodes
+FIXED_T_MAX, OUTPUT_T_MAX = 3.2, 3.0
+
+
+def _trimmed_unit(level, t_max):
+    """:func:`tanh_sinh_unit` without the nodes beyond ``|t| = t_max``, and the mask of
+    those kept (node ``j`` is ``t = (j - kmax) 2^-level``)."""
+    side, gap, w = tanh_sinh_unit(level)
+    kmax = (side.size - 1) // 2
+    keep = np.abs(np.arange(side.size) - kmax) * 2.0 ** -level <= t_max
+    return side[keep], gap[keep], w[keep], keep
+
+
+def fixed_level_set_moments(structure: LevelSetStructure, y, omega, Sigma, level, cuts=()):
+    """``(log Z, E[z|y] - omega, Cov(z|y) - Sigma)`` by tanh-sinh at one fixed ``level``.
+
+    The pieces are cut at the level set's critical points, at the free index's prior mean
+    and at ``cuts`` (constants: the free coordinates of the link's critical points, where
+    a level set ``y -> critical value`` pinches: ``1/sqrt(y + x^2)`` of ``z1^2 - z2^2`` at
+    ``y -> 0+`` has width ``sqrt(y)`` around ``x = 0``).  Unlike :func:`level_set_moments`
+    no mode is located and no level chosen per sample, so the nodes move smoothly with
+    ``omega`` and ``Sigma``: the result is a smooth function of them (a state-evolution
+    map differenced by Newton); its accuracy is checked by the caller against ``level - 1``.
+    """
+    y = np.asarray(y, dtype=float).reshape(-1)
+    omega = np.asarray(omega, dtype=float).reshape(y.size, 2)
+    Sigma = np.asarray(Sigma, dtype=float)
+    prec = np.linalg.inv(Sigma)
+    logdet = float(np.linalg.slogdet(Sigma)[1])
+    scale = np.full(y.size, 1.0 / np.sqrt(prec[structure.free, structure.free]))
+    if structure.critical_fn is not None:
+        with np.errstate(invalid="ignore"):
+            crit = np.stack([_as_real(c, y.shape) for c in structure.critical_fn(y)], axis=1)
+    else:
+        crit = np.empty((y.size, 0))
+    ids = np.broadcast_to(np.arange(crit.shape[1]), crit.shape)
+    extra = np.concatenate([omega[:, structure.free:structure.free + 1],
+                            np.broadcast_to(np.asarray(cuts, float), (y.size, len(cuts)))], axis=1)
+    # a constant cut equal to a critical point would make an empty piece: drop it there
+    for j in range(1, extra.shape[1]):
+        extra[:, j] = np.where(np.any(crit == extra[:, j:j + 1], axis=1), np.nan, extra[:, j])
+    bounds, ids = _pieces(np.concatenate([crit, extra], axis=1),
+                          np.concatenate([ids, np.full(extra.shape, -1)], axis=1))
+    drive = _driver(structure)
+    if drive is None:
+        return _level_sums(structure, y, bounds, ids, omega, prec, logdet, scale, level, Sigma)
+    side, gap, wunit, _ = _trimmed_unit(level, FIXED_T_MAX)
+    logZ, mean, cov = np.empty(y.size), np.empty((y.size, 2)), np.empty((y.size, 2, 2))
+    nb = len(structure.branches)
+    drive.fixed(y, omega, prec, logdet, np.ascontiguousarray(bounds),
+                np.ascontiguousarray(ids, dtype=np.int64), scale, side, gap, wunit,
+                2.0 ** -level, structure.solved, structure.free, nb,
+                2 * nb * (1 + len(structure.critical_points)), logZ, mean, cov)
+    return logZ, mean, cov - Sigma[None]
+
+
+def level_set_kernel(structure: LevelSetStructure):
+    """The generated kernel of ``v = (y, x, delta)``: the branches and Jacobians in
+    global form, then at ``x = c_j + delta`` for each critical point (the local forms
+    of :func:`_local_forms`), for :mod:`.drivers.level_set`."""
+    import hashlib
+
+    from ...core.codegen import Kernel
+
+    outs = list(structure.branches) + list(structure.jacobians)
+    for hs, js in structure.local_exprs:
+        outs += list(hs) + list(js)
+    tag = hashlib.sha256(sp.srepr(outs).encode()).hexdigest()[:12]
+    return Kernel(f"level_set_{tag}", [structure.y, structure.x, structure.delta], outs,
+                  doc="level set: branches h_k(y, x), |d_s g| at them; local forms at folds",
+                  packed=(3,))
+
+
+def _driver(structure):
+    """The Numba driver of a real-branch level set (None for Cardano branches written
+    with I, which the numpy path evaluates in complex arithmetic and polishes)."""
+    if structure.complex_branches or structure.x is None:
+        return None
+    if getattr(structure, "_drivers", None) is None:
+        from .drivers import level_set as ls_drivers
+
+        structure._drivers = level_set_kernel(structure).drivers(ls_drivers.build)
+    return structure._drivers
+
+
+def output_rule(cuts, scale, level):
+    """Tanh-sinh nodes in ``y`` on the real line cut at ``cuts`` (the link's critical
+    values), per sample: infinite pieces mapped with ``scale (n,)``.  Returns ``(y (n, K),
+    w (n, K), coarse (K,) bool)``, ``coarse`` the nodes of ``level - 1`` (every other
+    node of each piece: their sum with doubled weights is that level's rule).  Nodes of
+    weight 0 at every sample (beyond the double-exponential tails) are dropped."""
+    scale = np.asarray(scale, dtype=float).reshape(-1)
+    n = scale.size
+    cuts = np.sort(np.asarray(cuts, dtype=float).reshape(-1))
+    if cuts.size == 0:
+        cuts = np.zeros(1)
+    b = np.concatenate([[-np.inf], cuts, [np.inf]])
+    a_, b_ = np.broadcast_to(b[:-1], (n, b.size - 1)), np.broadcast_to(b[1:], (n, b.size - 1))
+    x, w, _, _ = _piece_nodes(a_, b_, scale, level)
+    N = x.shape[-1]
+    # node j of a piece is k = j - kmax of tanh_sinh_unit; kmax is even for level >= 1
+    in_range = np.broadcast_to(_trimmed_unit(level, OUTPUT_T_MAX)[3], x.shape[1:])
+    w = np.where(in_range[None], w, 0.0)
+    sub = np.broadcast_to(np.arange(N) % 2 == 0, x.shape[1:])
+    x, w, sub = x.reshape(n, -1), w.reshape(n, -1), sub.reshape(-1)
+    keep = np.any(w > 0, axis=0)
+    return x[:, keep], w[:, keep], sub[keep]

@@ -57,8 +57,13 @@ from ...core.validate import ParameterError
 from ..factors.gaussian_prior import GaussianPrior
 from ..integrate.moments import Moments
 from .linearization import MapLinearization
+from .sampling import (
+    DEFAULT_SAMPLES,
+    DEFAULT_SCRAMBLES,
+    min_variance_weights,
+    tail_multiple,
+)
 from .staged_solve import CHANNEL_ERROR_SAMPLES, StagedSolve
-from .sampling import DEFAULT_SAMPLES, DEFAULT_SCRAMBLES, min_variance_weights, tail_multiple
 
 #: nodes-per-axis factor of the finer rule the channel error of a reduced noiseless link
 #: is estimated against at the fixed point (one evaluation: 1.5^D times its cost over D
@@ -174,7 +179,8 @@ class StateEvolution(StagedSolve, MapLinearization):
         :data:`DEFAULT_SCRAMBLES`).
     observation : {"auto", "integrate", "sample"}, optional
         ``'auto'`` (default) integrates ``y`` given ``omega`` by the exact sum over a
-        discrete output's values and samples only ``omega``
+        discrete output's values, or on the level sets of a noiseless two-index link,
+        and samples only ``omega``
         (:mod:`symtheory.glm.se.observation`), else samples ``y`` and says why
         (:attr:`observation_note`); ``'integrate'`` also takes the y-grid of one noisy
         output (opt-in: measured slower than sampling so far) and refuses a model that
@@ -372,7 +378,7 @@ class StateEvolution(StagedSolve, MapLinearization):
             except NotApplicable as exc:
                 reason = str(exc)
             if self.observation_rule is not None and observation == "auto" and \
-                    self.observation_rule.kind != "discrete":
+                    self.observation_rule.kind == "scalar noise":
                 # measured (numerics/bench/generic_se.py, y = |z| + sqrt(0.2) xi, alpha 1.5):
                 # the y-grid's adaptive channel rule at every node made the solve 23x slower
                 # than plain RQMC at 16x fewer samples, and its fixed point sat 8 of its stated
@@ -390,7 +396,8 @@ class StateEvolution(StagedSolve, MapLinearization):
             self.observation_note = f"y sampled: {reason}"
             return
         values = getattr(getattr(self.channel, "discrete", None), "values", None)
-        for S, _ in row_symmetries(self.model, self.noise_variance, values)[1:]:
+        for S, _ in row_symmetries(self.model, self.noise_variance, values,
+                                   self.observation_rule.symmetric())[1:]:
             # a symmetry that moves a pinned row onto a free one would break the mask
             if np.array_equal(np.abs(S) @ self.mask @ np.abs(S).T, self.mask):
                 self.symmetries.append(S)
@@ -437,6 +444,15 @@ class StateEvolution(StagedSolve, MapLinearization):
         errors = []
         for S in images:
             omega = np.einsum("ab,sbm->sam", sq @ S, self.xi)
+            if rule.kind == "level set":
+                # the rule sums over its own nodes (two levels, Numba)
+                f, c = rule.level_set_products(omega, V)
+                for i in range(2):
+                    fine[i] += f[i]
+                    coarse[i] += c[i]
+                fine[2] += f[2][:, None, None]
+                fine[3] += f[3][:, None, None]
+                continue
             Y, logw, sub = rule.nodes(omega, V)
             K = Y.shape[1]
             mom = self._observation_channel().moments(Y.reshape(n * K, -1),
