@@ -52,8 +52,10 @@ COARSE_RULE = LaplaceQMCRule(tol=1e3, points=128, max_points=128)
 FINE_RULE = LaplaceQMCRule(tol=1e-2, points=256, max_points=8192)
 #: bounds of the fine share (fractions 2^-k): at least 2 draws per scrambling always
 MIN_FRACTION, MAX_FRACTION = 1 / 256, 1 / 2
-#: the share of a warm-up stage before the fraction is measured
-PROVISIONAL_FRACTION = 1 / 16
+#: the share of a warm-up stage before the fraction is measured: the smallest (2 draws per
+#: scrambling at most sample counts) -- a warm-up only steers, and 1/16 of 4096 draws on
+#: the fine rule cost ~3 min per warm-up evaluation under load
+PROVISIONAL_FRACTION = MIN_FRACTION
 
 
 @dataclass
