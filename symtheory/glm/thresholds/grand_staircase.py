@@ -106,8 +106,8 @@ def subspace_instability(se: StateEvolution, Q, rows):
     T = tensor_from_jacobians(J, np.full(n, 1.0 / n))
     Jf = None
     if se.estimator == "multilevel":
-        # the slope from the fine rule's J: the coarse rule's bias of J (-1.3% on lambda at
-        # 128 points, docs/guide.md) corrected on the estimator's subset of the draws
+        # the slope from the fine rule's J: the coarse rule's bias of J (below 1% of lambda
+        # at the depth-3 stage-2 point, docs/guide.md) corrected on the estimator's prefix
         from ..se.multilevel import fine_outputs, multilevel_mean_stderr, subset_size
 
         n1 = subset_size(se, n)
