@@ -1,7 +1,7 @@
 """Two-level estimator of ``Q_hat`` for a channel integrated by a randomized rule (a reduced
 deep link under :class:`~symtheory.glm.integrate.laplace_qmc.LaplaceQMCRule`).
 
-``E[sum_m g g^T]`` (Eq. (13) of arXiv:2502.00901, smi.md 6) is estimated as
+``E[sum_m g g^T]`` (Eq. (13) of arXiv:2502.00901) is estimated as
 
     mean_{all n samples} sq_coarse + mean_{first n_1 samples} (sq_fine - sq_coarse),
 
