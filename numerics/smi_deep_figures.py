@@ -15,7 +15,7 @@ linearized map), the Bayes-optimal and plug-in errors (smi.md 4, 10.5) at the fi
 point, and the papers' ``BO_3w.csv`` (a Monte-Carlo-integrated SE with fresh samples,
 smi.md 11.6) for comparison.
 
-Estimator (``--estimator``): ``multilevel`` (default; glm/se/multilevel.py: a 128-point
+Estimator (``--estimator``): ``multilevel`` (default; glm/se/randomized_multilevel.py: a 128-point
 rule on every draw corrected by the tol-1e-2 rule on Giles' share of them, measured per
 alpha and recorded in the CSV) or ``square`` (the default rule, tol 5e-2 up to 1024 points,
 whose own bias of Q_hat_22 is about -0.6% near alpha = 1.3).
@@ -38,7 +38,7 @@ from _common import output_dir, parser, save_figure, write_csv, write_params  # 
 
 from symtheory.glm import StateEvolution, bayes_error, plugin_error  # noqa: E402
 from symtheory.glm.integrate.laplace_qmc import LaplaceQMCRule  # noqa: E402
-from symtheory.glm.se.multilevel import MultilevelEstimator  # noqa: E402
+from symtheory.glm.se.randomized_multilevel import MultilevelEstimator  # noqa: E402
 from symtheory.smi import deep_attention  # noqa: E402
 
 REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "reference" / "smi" / "BO_3w.csv"

@@ -46,7 +46,7 @@ def main(argv=None):
                    help="SE iteration cap (default 300; the SE stops earlier at its residual "
                         "tolerance, 1e-4 for this randomized rule)")
     p.add_argument("--estimator", choices=("multilevel", "square"), default="multilevel",
-                   help="SE estimator (default multilevel: glm/se/multilevel.py; square: the "
+                   help="SE estimator (default multilevel: glm/se/randomized_multilevel.py; square: the "
                         "default rule's g g^T)")
     p.add_argument("--se-start", type=float, nargs=3, default=(0.05, 0.05, 0.05),
                    help="diagonal of the SE's start (default the reference's 0.05 I)")
@@ -57,7 +57,7 @@ def main(argv=None):
     from symtheory.glm import StateEvolution
     from symtheory.glm.gamp.tokens import gamp_tokens
     from symtheory.glm.integrate.laplace_qmc import LaplaceQMCRule
-    from symtheory.glm.se.multilevel import MultilevelEstimator
+    from symtheory.glm.se.randomized_multilevel import MultilevelEstimator
     from symtheory.smi import deep_attention
     from symtheory.smi.data import generate
 

@@ -7,7 +7,7 @@ another), on ``--samples`` frozen draws, repeated for ``--seeds`` design seeds.
 
 * today: ``StateEvolution`` defaults for this link (``'square'``, LaplaceQMCRule tol 5e-2,
   128..1024 points);
-* new: ``estimator='multilevel'`` (glm/se/multilevel.py): a 128-point rule on every draw,
+* new: ``estimator='multilevel'`` (glm/se/randomized_multilevel.py): a 128-point rule on every draw,
   the tol-1e-2 rule (up to 8192 points) on Giles' share of them.
 
 Per seed: wall-clock time of ``qhat`` (kernels warm, point sets cached by a first call at

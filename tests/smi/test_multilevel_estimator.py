@@ -1,4 +1,4 @@
-"""The SE's two-level estimator for a deep link (glm/se/multilevel.py): a cheap
+"""The SE's two-level estimator for a deep link (glm/se/randomized_multilevel.py): a cheap
 Laplace-RQMC rule on every draw corrected by a fine rule on a prefix of the draws (Giles'
 share), and the grand staircase's slope corrected the same way."""
 import dataclasses
@@ -9,7 +9,7 @@ import pytest
 from symtheory.core.quadrature import TensorRule
 from symtheory.core.validate import ParameterError
 from symtheory.glm.integrate.laplace_qmc import LaplaceQMCRule
-from symtheory.glm.se.multilevel import (MAX_FRACTION, MIN_FRACTION, MultilevelEstimator,
+from symtheory.glm.se.randomized_multilevel import (MAX_FRACTION, MIN_FRACTION, MultilevelEstimator,
                                          giles_fraction, multilevel_mean_stderr)
 from symtheory.glm.se.state_evolution import StateEvolution
 from symtheory.glm.thresholds.grand_staircase import subspace_instability

@@ -170,7 +170,7 @@ class StateEvolution(StagedSolve, MapLinearization):
         Nishimori twin its variance on a nearly known layer is 4-6x larger.  A rule that
         escalates many samples is a poor partner: keeping a sample because its scramblings
         agree correlates the two halves.  ``'multilevel'`` (or a
-        :class:`~symtheory.glm.se.multilevel.MultilevelEstimator`; a reduced deep link only):
+        :class:`~symtheory.glm.se.randomized_multilevel.MultilevelEstimator`; a reduced deep link only):
         ``'square'`` with a cheap rule on every draw corrected by a fine rule on a prefix
         of them, the mean of the fine rule at a fraction of its cost (Giles' share, measured
         at the first full evaluation and stated in :attr:`observation_note`).
@@ -558,9 +558,9 @@ class StateEvolution(StagedSolve, MapLinearization):
         self.error_groups = self.scrambles or (point_sets if point_sets > 1 else None)
 
     def _resolve_multilevel(self, estimator, rule, reduced_rqmc):
-        """The two-level estimator (:mod:`symtheory.glm.se.multilevel`) of a reduced link
+        """The two-level estimator (:mod:`symtheory.glm.se.randomized_multilevel`) of a reduced link
         under a Laplace-RQMC rule: its coarse rule becomes the feature rule."""
-        from .multilevel import MultilevelEstimator
+        from .randomized_multilevel import MultilevelEstimator
 
         if isinstance(estimator, str):
             estimator = MultilevelEstimator()
@@ -885,8 +885,8 @@ class StateEvolution(StagedSolve, MapLinearization):
 
     def _multilevel_qhat(self, g, alpha, Q):
         """``(Q_hat, stderr, E sq)`` of the two-level estimator from the coarse ``g`` of
-        every draw and the fine rule on a prefix (:mod:`symtheory.glm.se.multilevel`)."""
-        from .multilevel import multilevel_mean_stderr, multilevel_products
+        every draw and the fine rule on a prefix (:mod:`symtheory.glm.se.randomized_multilevel`)."""
+        from .randomized_multilevel import multilevel_mean_stderr, multilevel_products
 
         sq = np.einsum("sam,sbm->sab", g, g)
         diff = multilevel_products(self, self._check_Q(Q), sq)

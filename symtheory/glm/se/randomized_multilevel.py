@@ -1,4 +1,6 @@
-"""Two-level estimator of ``Q_hat`` for a channel integrated by a randomized rule (a reduced
+"""Two-level estimator of ``Q_hat`` for a channel integrated by a randomized rule (opt-in,
+``estimator='multilevel'``; the tensor-rule counterpart that the staged solve uses by
+default is :mod:`symtheory.glm.se.multilevel`) -- a reduced
 deep link under :class:`~symtheory.glm.integrate.laplace_qmc.LaplaceQMCRule`).
 
 ``E[sum_m g g^T]`` (Eq. (13) of arXiv:2502.00901) is estimated as
