@@ -45,6 +45,11 @@ def main(argv=None):
     p.add_argument("--se-max-iter", type=int, default=300,
                    help="SE iteration cap (default 300; the SE stops earlier at its residual "
                         "tolerance, 1e-4 for this randomized rule)")
+    p.add_argument("--estimator", choices=("multilevel", "square"), default="multilevel",
+                   help="SE estimator (default multilevel: glm/se/randomized_multilevel.py; square: the "
+                        "default rule's g g^T)")
+    p.add_argument("--se-start", type=float, nargs=3, default=(0.05, 0.05, 0.05),
+                   help="diagonal of the SE's start (default the reference's 0.05 I)")
     p.add_argument("--damping", type=float, default=0.4,
                    help="GAMP damping, the weight of the previous iterate (default 0.4; "
                         "0 = undamped)")
@@ -52,6 +57,7 @@ def main(argv=None):
     from symtheory.glm import StateEvolution
     from symtheory.glm.gamp.tokens import gamp_tokens
     from symtheory.glm.integrate.laplace_qmc import LaplaceQMCRule
+    from symtheory.glm.se.randomized_multilevel import MultilevelEstimator
     from symtheory.smi import deep_attention
     from symtheory.smi.data import generate
 
@@ -74,8 +80,9 @@ def main(argv=None):
     out = output_dir(__file__, args)
     params = dict(model=model.description, d=d, alpha=args.alpha, seeds=seeds,
                   max_iter=max_iter, damping=args.damping, se_samples=samples,
-                  se_rule=rule.describe(), gamp_rule=gamp_rule.describe(),
-                  se_start="0.05 I", se_max_iter=args.se_max_iter)
+                  se_rule=rule.describe() if args.estimator == "square" else "multilevel",
+                  gamp_rule=gamp_rule.describe(), se_estimator=args.estimator,
+                  se_start=list(args.se_start), se_max_iter=args.se_max_iter)
     write_params(out, params)
     t0 = time.time()
     trace, finals = [], []
@@ -104,10 +111,15 @@ def main(argv=None):
                        **{f"teacher_norm{a + 1}": float(norms[a]) for a in range(3)}})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        se = StateEvolution(model, args.alpha, samples=samples, seed=0, rule=rule)
+        if args.estimator == "square":
+            se = StateEvolution(model, args.alpha, samples=samples, seed=0, rule=rule)
+        else:
+            se = StateEvolution(model, args.alpha, samples=samples, seed=0, estimator=(
+                MultilevelEstimator(coarse=rule, fine=rule, fraction=0.5) if quick
+                else "multilevel"))
         # the solver's own tolerance: the randomized rule's map is smooth to ~1e-4 only
-        fp = se.solve(0.05 * np.eye(3), max_iter=args.se_max_iter, damping=0.3)
-    write_params(out, dict(params, se_estimator=se.estimator))
+        fp = se.solve(np.diag(args.se_start), max_iter=args.se_max_iter, damping=0.3)
+    write_params(out, dict(params, se_note=fp.observation))
     print(f"[{time.time() - t0:6.0f}s] SE: Q diag {np.round(np.diag(fp.Q), 4)} +- "
           f"{np.round(np.diag(fp.Q_stderr), 4)} ({fp.message})", flush=True)
     for row in finals:

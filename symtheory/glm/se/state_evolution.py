@@ -48,6 +48,7 @@ exactly zero (``structure='block'``) so Monte-Carlo noise cannot break the symme
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 
@@ -156,7 +157,11 @@ class StateEvolution(StagedSolve, MapLinearization):
         Q = 0.05 I, diag(0.3, 0.3, 0.97), diag(0.02, 0.5, 0.99)), but without the
         Nishimori twin its variance on a nearly known layer is 4-6x larger.  A rule that
         escalates many samples is a poor partner: keeping a sample because its scramblings
-        agree correlates the two halves.
+        agree correlates the two halves.  ``'multilevel'`` (or a
+        :class:`~symtheory.glm.se.randomized_multilevel.MultilevelEstimator`; a reduced deep link only):
+        ``'square'`` with a cheap rule on every draw corrected by a fine rule on a prefix
+        of them, the mean of the fine rule at a fraction of its cost (Giles' share, measured
+        at the first full evaluation and stated in :attr:`observation_note`).
     check_channel : bool, optional
         ``False`` skips the channel's declaration check (see :meth:`MultiIndexModel.channel
         <symtheory.glm.factors.multi_index.MultiIndexModel.channel>`); the default runs it.
@@ -263,6 +268,8 @@ class StateEvolution(StagedSolve, MapLinearization):
         self.allow_multilevel = multilevel
         self._set_rules(rule, estimator, difference_step)
         self._set_observation(observation)
+        if self.estimator_options is not None and self.estimator_options.note:
+            self.observation_note += "; " + self.estimator_options.note
 
     def _draw_samples(self, sampling, scrambles, seed):
         """The frozen draws ``xi``, ``eta`` (and output noise) of the expectation."""
@@ -518,13 +525,17 @@ class StateEvolution(StagedSolve, MapLinearization):
 
         noisy_rqmc = self._randomized_channel_rule() is not None
         reduced_rqmc = isinstance(getattr(self, "feature_rule", None), LaplaceQMCRule)
+        self.estimator_options = None
+        if isinstance(estimator, str) and estimator == "multilevel" or \
+                not isinstance(estimator, str):
+            estimator = self._resolve_multilevel(estimator, rule, reduced_rqmc)
         if estimator == "auto":
             # a reduced link's Laplace-RQMC rule biases the twin -J (class docstring)
             estimator = ("cross" if noisy_rqmc else
                          "square" if self.regularization > 0 or reduced_rqmc else "combined")
-        if estimator not in ("square", "combined", "cross"):
-            raise ParameterError(f"estimator must be 'auto', 'square', 'combined' or 'cross', "
-                                 f"got {estimator!r}")
+        if estimator not in ("square", "combined", "cross", "multilevel"):
+            raise ParameterError(f"estimator must be 'auto', 'square', 'combined', 'cross', "
+                                 f"'multilevel' or a MultilevelEstimator, got {estimator!r}")
         if estimator == "combined" and self.regularization > 0:
             raise ParameterError("the combined estimator relies on the Nishimori identity, which "
                                  "the regularized (mismatched) channel breaks; use "
@@ -561,6 +572,29 @@ class StateEvolution(StagedSolve, MapLinearization):
         #: groups whose means give the standard error: the scramblings (RQMC), the point
         #: sets of the channel rule (plain Monte Carlo with point sets), or None (samples)
         self.error_groups = self.scrambles or (point_sets if point_sets > 1 else None)
+
+    def _resolve_multilevel(self, estimator, rule, reduced_rqmc):
+        """The two-level estimator (:mod:`symtheory.glm.se.randomized_multilevel`) of a reduced link
+        under a Laplace-RQMC rule: its coarse rule becomes the feature rule."""
+        from .randomized_multilevel import MultilevelEstimator
+
+        if isinstance(estimator, str):
+            estimator = MultilevelEstimator()
+        if not isinstance(estimator, MultilevelEstimator):
+            raise ParameterError(f"estimator must be 'auto', 'square', 'combined', 'cross', "
+                                 f"'multilevel' or a MultilevelEstimator, got {estimator!r}")
+        if not reduced_rqmc or self.noise_variance is not None:
+            raise ParameterError("the multilevel estimator needs a noiseless reduced link "
+                                 "integrated by a Laplace-RQMC rule (a deep link)")
+        if rule is not None:
+            raise ParameterError("with the multilevel estimator pass the rules as "
+                                 "MultilevelEstimator(coarse=..., fine=...), not rule=")
+        self.estimator_options = estimator.with_point_sets(self.scrambles or DEFAULT_SCRAMBLES)
+        if estimator.fraction is not None:
+            self.estimator_options.note = self.estimator_options.describe("share given")
+        self.feature_rule = self.estimator_options.coarse
+        self._full_samples = self.samples
+        return "multilevel"
 
     # ------------------------------------------------------------------ map
     def _check_Q(self, Q):
@@ -686,7 +720,10 @@ class StateEvolution(StagedSolve, MapLinearization):
             # its scramblings); that random error is part of the per-sample spread, hence
             # of the sampling standard error of Q_hat
             ch = self.channel.configured(rule=self.feature_rule)
+            t0 = time.perf_counter()
             moments = ch.branch_moments(Ebr, lw, valid, omega, V)
+            # the multilevel estimator's cost model (Giles' share)
+            self._coarse_seconds_per_draw = (time.perf_counter() - t0) / len(Z)
             self._scrambling_sums = ch.last_scrambling_sums
             self.channel_error = (ch.last_accuracy.max_error if self.estimate_channel_error
                                   else None)
@@ -695,12 +732,12 @@ class StateEvolution(StagedSolve, MapLinearization):
         # the error pass at a fixed point just iterated on reuses that pass's moments
         fine_key = (self._check_Q(Q).tobytes(), self.samples, self.feature_rule,
                     include_jacobian)
-        cached = getattr(self, "_last_fine", None)
+        cached = getattr(self, "_last_fine_posterior", None)
         if cached is not None and cached[0] == fine_key:
             fine = cached[1]
         else:
             fine = rp.posterior(Ebr, lw, valid, omega, V, self.feature_rule, starts=starts)
-            self._last_fine = (fine_key, fine)
+            self._last_fine_posterior = (fine_key, fine)
         if not self.estimate_channel_error:
             self.channel_error = None
             return Moments.from_posterior(fine[0], fine[1], fine[2], omega, V)
@@ -872,6 +909,8 @@ class StateEvolution(StagedSolve, MapLinearization):
             g, dg = self.gout_at(Q)
             halves = self.gout_halves(Q) if self.estimator == "cross" else None
             Qhat, stderr, m_sq, m_tw = self._qhat_from_gout(g, dg, alpha, Q, halves)
+            if self.estimator == "multilevel":
+                Qhat, stderr, m_sq = self._multilevel_qhat(g, alpha, Q)
         V = self.rho - self._check_Q(Q) + self.regularization * np.eye(self.model.P)
         scale = 1.0 / float(np.linalg.eigvalsh(V)[0])
         gap = float(np.max(np.abs(m_sq - m_tw)) / scale)
@@ -902,6 +941,17 @@ class StateEvolution(StagedSolve, MapLinearization):
         with self._stage(plan.fine_samples, None):
             fine = values(Q)
         return tuple(telescope(c, f) for c, f in zip(coarse, fine))
+
+    def _multilevel_qhat(self, g, alpha, Q):
+        """``(Q_hat, stderr, E sq)`` of the two-level estimator from the coarse ``g`` of
+        every draw and the fine rule on a prefix (:mod:`symtheory.glm.se.randomized_multilevel`)."""
+        from .randomized_multilevel import multilevel_mean_stderr, multilevel_products
+
+        sq = np.einsum("sam,sbm->sab", g, g)
+        diff = multilevel_products(self, self._check_Q(Q), sq)
+        mean, stderr = multilevel_mean_stderr(sq, diff, self.error_groups or DEFAULT_SCRAMBLES)
+        Qhat = alpha * 0.5 * (mean + mean.T)
+        return Qhat * self.mask, alpha * stderr * self.mask, mean
 
     def _qhat_from_gout(self, g, dg, alpha, Q, halves=None):
         """``(Q_hat, stderr, E g g^T, E(-dg))`` of per-sample ``g_out, dg_out`` (see

@@ -101,23 +101,49 @@ def subspace_instability(se: StateEvolution, Q, rows):
     # sample (the block structure of even models); a randomized rule leaves noise there,
     # which would mix the groups' eigenvectors -- set it to its exact value
     group = {a: g for g in se.model.row_groups for a in g}
+    J = _cross_group_zero(J, rows, group)
+    n, u = len(J), len(rows)
+    A_prior = prior_jacobian(se.prior, u)
+    T = tensor_from_jacobians(J, np.full(n, 1.0 / n))
+    Jf = None
+    if se.estimator == "multilevel":
+        # the slope from the fine rule's J: the coarse rule's bias of J (below 1% of lambda
+        # at the depth-3 stage-2 point, docs/guide.md) corrected on the estimator's prefix
+        from ..se.randomized_multilevel import fine_outputs, multilevel_mean_stderr, subset_size
+
+        n1 = subset_size(se, n)
+        Jf = _cross_group_zero(fine_outputs(se, Q, n1)[1][:, rows][:, :, :, rows], rows, group)
+        w1 = np.full(n1, 1.0 / n1)
+        T = T + tensor_from_jacobians(Jf, w1) - tensor_from_jacobians(J[:n1], w1)
+    lam, G, _ = top_eigen(A_prior @ operator_matrix(T), u)
+    # per-sample values of v^T A_s v: the Rayleigh quotient is stationary at v, so its
+    # spread is the first-order error of lambda
+    _, B = sym_basis(u)
+    v = np.einsum("iab,ab->i", B, G)
+
+    def rayleigh(Js):
+        Gs = np.einsum("samcn,cd,sbmdn->sab", Js, G, Js, optimize=True)
+        return np.einsum("i,ij,jab,sab->s", v, A_prior, B, Gs, optimize=True)
+
+    per = rayleigh(J)
+    if Jf is None:
+        stderr = se.sample_mean_stderr(per)[1]
+    else:
+        stderr = multilevel_mean_stderr(per, rayleigh(Jf) - per[:len(Jf)],
+                                        se.error_groups or len(Jf))[1]
+    full = np.zeros((P, P))
+    full[np.ix_(rows, rows)] = G
+    return float(lam), float(stderr), full
+
+
+def _cross_group_zero(J, rows, group):
+    """``J`` with its entries between rows of different groups set to 0 (their exact
+    value, see :func:`subspace_instability`)."""
     for i, a in enumerate(rows):
         for j, b in enumerate(rows):
             if group[a] != group[b]:
                 J[:, i, :, j, :] = 0.0
-    n, u = len(J), len(rows)
-    A_prior = prior_jacobian(se.prior, u)
-    T = tensor_from_jacobians(J, np.full(n, 1.0 / n))
-    lam, G, _ = top_eigen(A_prior @ operator_matrix(T), u)
-    # per-sample values of v^T A_s v: the Rayleigh quotient is stationary at v, so its
-    # spread is the first-order error of lambda
-    Gs = np.einsum("samcn,cd,sbmdn->sab", J, G, J, optimize=True)
-    _, B = sym_basis(u)
-    v = np.einsum("iab,ab->i", B, G)
-    per = np.einsum("i,ij,jab,sab->s", v, A_prior, B, Gs, optimize=True)
-    full = np.zeros((P, P))
-    full[np.ix_(rows, rows)] = G
-    return float(lam), float(se.sample_mean_stderr(per)[1]), full
+    return J
 
 
 def grand_staircase(model, *, samples=2048, seed=0, rule=None, prior=None,
@@ -125,7 +151,7 @@ def grand_staircase(model, *, samples=2048, seed=0, rule=None, prior=None,
                     q_grid=(0.02, 0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995,
                             0.998, 0.999),
                     xtol=1e-5, resid_tol=1e-3, check_delta=0.1, checks=4,
-                    alpha_continuation="auto", log=None):
+                    alpha_continuation="auto", log=None, estimator="auto"):
     """Return all thresholds of the grand staircase of an even model, from the first learnable subspace to the last row.
 
     Stage ``k >= 1`` is solved in the overlaps of the learned rows, not in alpha: the
@@ -185,6 +211,11 @@ def grand_staircase(model, *, samples=2048, seed=0, rule=None, prior=None,
         When to find a threshold on the SE's stable branch by solves in alpha.
     log : callable, optional
         Receives one line per evaluation.
+    estimator : str or MultilevelEstimator, optional
+        The stages' SE estimator (:class:`~symtheory.glm.se.state_evolution.StateEvolution`);
+        ``'multilevel'`` (a deep link) also corrects the slope ``lambda`` by the fine rule
+        on the estimator's subset of the draws (:func:`subspace_instability`).  The order
+        check keeps ``'square'``.
 
     Returns
     -------
@@ -213,7 +244,7 @@ def grand_staircase(model, *, samples=2048, seed=0, rule=None, prior=None,
     steps: list[StaircaseStep] = []
     Q_prev = np.zeros((P, P))
 
-    def make(pinned, estimator="auto"):
+    def make(pinned, estimator=estimator):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return StateEvolution(model, 1.0, samples=samples, seed=seed, rule=rule,
