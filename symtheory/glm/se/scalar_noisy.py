@@ -20,7 +20,6 @@ tolerance carried through.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
