@@ -276,8 +276,8 @@ class GaussianPrior(Prior):
         >>> import numpy as np
         >>> from symtheory.glm import GaussianPrior
         >>> prior = GaussianPrior()
-        >>> round(prior.psi(np.array([[1.0]])), 12), round(0.5 - float(np.log(2)) / 2, 12)
-        (0.15342640972, 0.15342640972)
+        >>> bool(abs(prior.psi(np.array([[1.0]])) - (0.5 - np.log(2) / 2)) < 1e-12)  # (q - log(1+q))/2
+        True
         """
         lam = np.linalg.eigvalsh(0.5 * (Qhat + Qhat.T))
         return float(np.sum(self._psi.vec(np.clip(lam, 0.0, None))[:, 0]))
