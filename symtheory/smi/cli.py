@@ -113,7 +113,8 @@ def cmd_se(args) -> int:
     for alpha in progress_bar(alphas, desc="SE", enabled=not args.quiet):
         se = StateEvolution(model, alpha, samples=args.samples, seed=args.seed,
                             noise_variance=noise, rule=rule, side_information=lam,
-                            sampling=args.sampling, observation=args.observation)
+                            sampling=args.sampling, observation=args.observation,
+                            omega_nodes=args.omega_nodes)
         if args.target_error is not None:
             # rounds of growing samples; each round's ETA goes to stderr
             res = se.solve_to_target(args.target_error, Q0, damping=args.damping,
@@ -156,7 +157,7 @@ def cmd_se(args) -> int:
         cols["observation"].append(res.observation)
     meta = {"model": model.description, "samples": args.samples,
             "target_error": args.target_error,
-            **design_record(args.sampling), "seed": args.seed,
+            **design_record(se.sampling, se.omega_nodes), "seed": args.seed,
             "quadrature": (next(iter(rules_used)) if len(rules_used) == 1 else
                            "; ".join(f"{r} at alpha = {', '.join(f'{a:g}' for a in al)}"
                                      for r, al in rules_used.items())),
@@ -165,7 +166,11 @@ def cmd_se(args) -> int:
             "noise_variance": noise,
             "side_information": lam, "start": args.start, "damping": args.damping,
             "normalization": NORMALIZATION,
-            "stderr": "Q*_stderr: standard error of the fixed point from the frozen samples "
+            "stderr": "sampling gauss-hermite: Q*_stderr is the rules' error estimate (change "
+                      "of Q_hat against 2/3 of the Gauss-Hermite nodes per axis plus the "
+                      "observation rule's coarse level, added linearly through the linearized "
+                      "SE map), not a standard error; otherwise "
+                      "Q*_stderr: standard error of the fixed point from the frozen samples "
                       "(rqmc: spread of the per-scrambling means, a t quantity with "
                       "scrambles - 1 degrees of freedom; monte-carlo: per-sample spread, or "
                       "under --noise the spread of the means over the channel rule's "
@@ -386,12 +391,15 @@ def register(sub) -> None:
     ssub = smi.add_subparsers(dest="task", required=True, help="what to compute")
 
     se = ssub.add_parser("se", help="state evolution fixed points, BO and plug-in errors",
-                         description=describe("Matrix state evolution (smi.md 4) from Monte "
+                         description=describe("Matrix state evolution (smi.md 4): "
+                                              "deterministic quadrature where y can be "
+                                              "integrated given omega and P M <= 2, else Monte "
                                               "Carlo on frozen samples.", NORMALIZATION,
                                               SE_COLUMNS, MODEL_FILE_HELP, example=EXAMPLE))
     add_model_options(se, P.SE, defaults={"quadrature": None})
     add_params(se, _task_options(P.SE, "alpha", "samples", "target_error", "observation",
-                                 "sampling", "error_samples", "errors", "start",
+                                 "sampling", "omega_nodes", "error_samples", "errors",
+                                 "start",
                                  "side_information", "damping", "max_iter", "seed"),
                grid=("alpha",), many=("alpha",))
     add_output(se, plot="overlaps and errors vs alpha")

@@ -11,7 +11,7 @@ this module imports nothing numeric.
 from __future__ import annotations
 
 from ..core.tasks import DAMPING, REQUIRED, SAMPLING, SEED, Param
-from ..glm.se.sampling import DEFAULT_SAMPLES
+from ..glm.se.sampling import DEFAULT_OMEGA_NODES, DEFAULT_SAMPLES
 from . import registry
 
 # ----------------------------------------------------------------------- the model
@@ -83,7 +83,18 @@ SE = dict(MODEL_PARAMS, **{
                                            "fixed point (without: NaN)"),
     "error_samples": Param.integer(low=100, default=200000,
                                    doc="Monte-Carlo samples of the errors"),
-    "sampling": SAMPLING,
+    "sampling": Param.choice(
+        "auto", "rqmc", "monte-carlo", "gauss-hermite", default="auto",
+        doc="design of the state evolution's omega = Q^(1/2) xi: rqmc (independently "
+            "scrambled Sobol sequences, standard errors from the spread of their means), "
+            "monte-carlo (pseudo-random draws, per-sample standard errors), gauss-hermite "
+            "(nothing sampled: xi on a tensor rule of --omega-nodes per axis, y integrated "
+            "given omega; P M <= 2; Q*_stderr is then the rules' error estimate) or auto "
+            "(gauss-hermite where it applies, else rqmc; the observation column says which)"),
+    "omega_nodes": Param.integer(
+        low=6, default=DEFAULT_OMEGA_NODES,
+        doc="Gauss-Hermite nodes per axis of xi with --sampling gauss-hermite (the error "
+            "estimate compares 2/3 of them; --target-error grows them 1.5x a round)"),
     "target_error": Param.real(
         low=0, low_open=True, default=None, nullable=True,
         doc="standard error wanted on every free overlap at the fixed point (Q*_stderr): "

@@ -161,7 +161,8 @@ def se_sample_bytes(samples: int, sizes: tuple, *, noise: bool, sampling: str) -
     RQMC design holds its Sobol points and their interleaved copy at once."""
     P, M, n_out = sizes
     dim = 2 * P * M + (n_out if noise else 0)
-    return 8 * int(samples) * dim * (2 if sampling == "rqmc" else 1)
+    # "auto" may take the RQMC design: counted as it
+    return 8 * int(samples) * dim * (2 if sampling in ("rqmc", "auto") else 1)
 
 
 def check_se_memory(samples: int, sizes: tuple, *, noise: bool, sampling: str,

@@ -73,7 +73,8 @@ def _model_keys(params):
 @computation("smi.se_point", params=P.SE, check=_check_se)
 def se_point(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadrature_nodes, alpha,
              samples, seed, side_information, start, damping, max_iter, errors, error_samples,
-             sampling="rqmc", target_error=None, observation="auto"):
+             sampling="auto", target_error=None, observation="auto",
+             omega_nodes=P.DEFAULT_OMEGA_NODES):
     """State-evolution fixed point at one alpha (smi.md 6.1), its free entropy (smi.md 4)
     and the Bayes-optimal (Eq. 11) and plug-in errors there."""
     from ..glm.se.errors import bayes_error, plugin_error
@@ -82,7 +83,7 @@ def se_point(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadratur
     m, rule = _model_and_rule(locals())
     se = StateEvolution(m, alpha, samples=samples, seed=seed, noise_variance=noise, rule=rule,
                         side_information=side_information, sampling=sampling,
-                        observation=observation)
+                        observation=observation, omega_nodes=omega_nodes)
     P = m.P
     Q0 = (0.05 if start == "uninformed" else 0.99) * np.eye(P)
     if target_error is None:

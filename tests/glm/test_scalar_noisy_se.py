@@ -79,6 +79,9 @@ def test_abs_link_map_and_fixed_point_against_nested_quadrature():
 def test_state_evolution_note_names_the_deterministic_path():
     from symtheory.glm.se.state_evolution import StateEvolution
 
-    se = StateEvolution(MultiIndexModel("ident_sn", sp.Matrix([[z]]), sp.Matrix([[z]])), 1.0,
-                        samples=64, noise_variance=0.5)
+    model = MultiIndexModel("ident_sn", sp.Matrix([[z]]), sp.Matrix([[z]]))
+    se = StateEvolution(model, 1.0, samples=64, noise_variance=0.5, sampling="rqmc")
     assert "ScalarNoisySE" in se.observation_note
+    # the default design integrates everything here: y on its grid, omega by Gauss-Hermite
+    auto = StateEvolution(model, 1.0, noise_variance=0.5)
+    assert auto.sampling == "gauss-hermite" and "nothing sampled" in auto.observation_note

@@ -42,13 +42,19 @@ class SamplingAccuracy:
         >>> from symtheory.glm import MultiIndexModel, StateEvolution
         >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
         >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
-        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        ...                     noise_variance=0.5, check_channel=False,
+        ...                     sampling="rqmc")    # y = z + sqrt(0.5) xi
         >>> mean, stderr = se.sample_mean_stderr(np.ones(256))
         >>> float(mean), float(stderr)
         (1.0, 0.0)
         """
         values = np.asarray(values, dtype=float)
         n = len(values)
+        if getattr(self, "omega_weights", None) is not None:
+            # a quadrature rule, not samples: no sampling error (its own error is bounded
+            # at the fixed point by a coarser rule, StagedSolve._tensor_rule_error)
+            mean = self.sample_mean(values)
+            return mean, np.zeros_like(mean)
         mean = values.mean(axis=0)
         B = self.error_groups
         if B is None or n < 2 * B:
@@ -58,6 +64,43 @@ class SamplingAccuracy:
         np.add.at(sums, groups, values)
         counts = np.bincount(groups, minlength=B).reshape((B,) + (1,) * (values.ndim - 1))
         return mean, (sums / counts).std(axis=0, ddof=1) / np.sqrt(B)
+
+    def sample_mean(self, values):
+        """Return the mean over axis 0 of per-sample values by the design's weights.
+
+        Equal weights for sampled designs, the Gauss-Hermite tensor rule's weights
+        (:attr:`omega_weights`) for ``sampling='gauss-hermite'``.
+
+        Parameters
+        ----------
+        values : array_like
+            Per-sample values, samples on axis 0 (all of them: a tensor rule has no prefix).
+
+        Returns
+        -------
+        numpy.ndarray
+            The weighted mean.
+
+        Examples
+        --------
+        >>> import numpy as np, sympy as sp
+        >>> from symtheory.glm import MultiIndexModel, StateEvolution
+        >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
+        >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, omega_nodes=8,
+        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        >>> se.sampling, se.samples          # nothing sampled: 8 nodes (y = z is not even: no fold)
+        ('gauss-hermite', 8)
+        >>> round(float(se.sample_mean(se.xi[:, 0, 0] ** 2)), 12)   # E xi^2 = 1 (exact to degree 15)
+        1.0
+        """
+        w = getattr(self, "omega_weights", None)
+        values = np.asarray(values, dtype=float)
+        if w is None:
+            return values.mean(axis=0)
+        if len(values) != len(w):
+            raise ValueError(f"{len(values)} values for a tensor rule of {len(w)} nodes "
+                             "(a prefix of a tensor rule is no rule)")
+        return np.tensordot(w, values, axes=1)
 
     def tail_multiple(self, sigmas):
         """Return :func:`~symtheory.glm.se.sampling.tail_multiple` for this SE's design.
@@ -81,7 +124,8 @@ class SamplingAccuracy:
         >>> from symtheory.glm import MultiIndexModel, StateEvolution
         >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
         >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
-        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        ...                     noise_variance=0.5, check_channel=False,
+        ...                     sampling="rqmc")    # y = z + sqrt(0.5) xi
         >>> se.tail_multiple(4.0) > 4.0              # 16 scramblings: t with 15 degrees of freedom
         True
         """
@@ -110,7 +154,8 @@ class SamplingAccuracy:
         >>> from symtheory.glm import MultiIndexModel, StateEvolution
         >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
         >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
-        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        ...                     noise_variance=0.5, check_channel=False,
+        ...                     sampling="rqmc")    # y = z + sqrt(0.5) xi
         >>> se.quadrature_qhat_error(np.array([[0.3]])) is None     # not a reduced link
         True
         """

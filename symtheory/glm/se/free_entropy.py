@@ -39,7 +39,8 @@ class FreeEntropyTerms:
         >>> from symtheory.glm import MultiIndexModel, StateEvolution
         >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
         >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
-        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        ...                     noise_variance=0.5, check_channel=False,
+        ...                     sampling="rqmc")    # y = z + sqrt(0.5) xi
         >>> value, stderr = se.psi_out(np.array([[0.3]]))
         >>> exact = -0.5 * (1 + np.log(2 * np.pi * 1.2))        # -E log N(y; omega, V + Delta)
         >>> bool(abs(value - exact) < 3 * stderr)
@@ -80,7 +81,8 @@ class FreeEntropyTerms:
         >>> from symtheory.glm import MultiIndexModel, StateEvolution
         >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
         >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
-        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        ...                     noise_variance=0.5, check_channel=False,
+        ...                     sampling="rqmc")    # y = z + sqrt(0.5) xi
         >>> phi, stderr = se.free_entropy(np.array([[0.5]]))
         >>> bool(stderr > 0), bool(np.isfinite(phi))
         (True, True)
@@ -116,7 +118,8 @@ class FreeEntropyTerms:
         >>> from symtheory.glm import MultiIndexModel, StateEvolution
         >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
         >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
-        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        ...                     noise_variance=0.5, check_channel=False,
+        ...                     sampling="rqmc")    # y = z + sqrt(0.5) xi
         >>> alpha, stderr = se.alpha_at_fixed_point(np.array([[0.5]]))
         >>> round(float(alpha), 8)
         1.0

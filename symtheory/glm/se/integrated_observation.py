@@ -28,6 +28,7 @@ class IntegratedObservation:
         check_observation(observation)
         self.observation_rule, self.observation_note, self.symmetries = None, "", []
         self.observation_qhat_error = None
+        self.observation_qhat_change = None
         if observation == "sample":
             self.observation_note = "y sampled (observation='sample')"
             return
@@ -39,12 +40,14 @@ class IntegratedObservation:
             reason = "the channel's rule is randomized (Laplace-RQMC)"
         else:
             try:
-                self.observation_rule = ObservationRule(self.model, self.channel,
-                                                        self.noise_variance)
+                self.observation_rule = (getattr(self, "_prebuilt_observation", None) or
+                                         ObservationRule(self.model, self.channel,
+                                                         self.noise_variance))
             except NotApplicable as exc:
                 reason = str(exc)
             if self.observation_rule is not None and observation == "auto" and \
-                    self.observation_rule.kind == "scalar noise":
+                    self.observation_rule.kind == "scalar noise" and \
+                    self.sampling != "gauss-hermite":
                 # measured (numerics/bench/generic_se.py, y = |z| + sqrt(0.2) xi, alpha 1.5):
                 # the y-grid's adaptive channel rule at every node made the solve 23x slower
                 # than plain RQMC at 16x fewer samples, and its fixed point sat 8 of its stated
@@ -61,6 +64,11 @@ class IntegratedObservation:
                 raise ParameterError(f"observation='integrate' is not available here: {reason}")
             self.observation_note = f"y sampled: {reason}"
             return
+        if self.sampling == "gauss-hermite":
+            # the tensor rule is invariant under signed row permutations: the map on it is
+            # exactly equivariant, its images would repeat its nodes
+            self.observation_note = f"y integrated given omega: {self.observation_rule.describe()}"
+            return
         values = getattr(getattr(self.channel, "discrete", None), "values", None)
         for S, _ in row_symmetries(self.model, self.noise_variance, values,
                                    self.observation_rule.symmetric())[1:]:
@@ -71,6 +79,24 @@ class IntegratedObservation:
                                  + (f"; every sample averaged with its images under "
                                     f"{len(self.symmetries)} row permutation(s) of the link"
                                     if self.symmetries else ""))
+
+    def _check_tensor_design(self):
+        """``sampling='gauss-hermite'`` integrates everything: it needs ``y`` integrated
+        given ``omega`` (else ParameterError with the reason ``y`` is sampled)."""
+        if self.observation_rule is None:
+            raise ParameterError("sampling='gauss-hermite' needs y integrated given omega, but "
+                                 f"here {self.observation_note}; use sampling='rqmc'")
+        #: row groups whose sign flip folds the tensor rule: the model is even in them and
+        #: the block structure holds their cross entries at 0 (Q block diagonal, so the
+        #: flip maps omega's nodes onto nodes)
+        self.tensor_folds = (tuple(g for g, even in self.model.even_groups.items() if even)
+                             if self.structure == "block" else ())
+        self._draw_samples(self.sampling, self.scrambles or 4, self.seed)
+        self.observation_note += (f"; omega on a Gauss-Hermite tensor rule, {self.omega_nodes} "
+                                  "nodes per axis (nothing sampled)" +
+                                  (f", folded by the sign flips of row groups "
+                                   f"{list(self.tensor_folds)}: {self.samples} nodes"
+                                   if self.tensor_folds else ""))
 
     def _observation_channel(self):
         """The channel at the observation rule's nodes: an adaptive rule's tolerance relaxed
@@ -96,7 +122,10 @@ class IntegratedObservation:
         images under :attr:`symmetries`; also sets :attr:`observation_qhat_error` (the
         change of ``Q_hat`` under the rule's coarse sub-grid, in standard errors)."""
         Q = self._check_Q(Q)
-        key = (Q.tobytes(), self.samples, self.channel)
+        # the level-set rule's coarse level costs a third more: only where the accuracy
+        # is reported (not while solve() iterates)
+        with_coarse = self.estimate_channel_error or self.observation_rule.kind != "level set"
+        key = (Q.tobytes(), self.samples, self.channel, with_coarse)
         last = getattr(self, "_last_integrated", None)
         if last is not None and last[0] == key:
             return last[1]
@@ -112,10 +141,11 @@ class IntegratedObservation:
             omega = np.einsum("ab,sbm->sam", sq @ S, self.xi)
             if rule.kind == "level set":
                 # the rule sums over its own nodes (two levels, Numba)
-                f, c = rule.level_set_products(omega, V)
+                f, c = rule.level_set_products(omega, V, coarse=with_coarse)
                 for i in range(2):
                     fine[i] += f[i]
-                    coarse[i] += c[i]
+                    if with_coarse:
+                        coarse[i] += c[i]
                 fine[2] += f[2][:, None, None]
                 fine[3] += f[3][:, None, None]
                 continue
@@ -156,13 +186,19 @@ class IntegratedObservation:
         self.observation_mass_error = float(np.max(np.abs(out[3] - 1.0)))
         if rule.kind == "discrete":
             self.observation_qhat_error = 0.0
-        else:
+            self.observation_qhat_change = np.zeros((P, P))
+        elif with_coarse:
             # the same combination of the coarse sub-grid's products (its own weights)
             Qc = self._qhat_from_products(coarse[0] / 1.0, coarse[1], 1.0)[0]
             Qf, se = self._qhat_from_products(out[0], out[1], 1.0)[:2]
             free = self.mask > 0
-            floor = max(1e-12 * float(np.max(np.abs(Qf))), 1e-300)
-            self.observation_qhat_error = float(np.max(np.abs(Qf - Qc)[free] /
-                                                       np.maximum(se[free], floor)))
+            #: the coarse sub-grid's change of Q_hat / alpha (an error bound of the rule)
+            self.observation_qhat_change = np.abs(Qf - Qc) * free
+            if self.omega_weights is not None:
+                self.observation_qhat_error = None      # no standard error to measure it in
+            else:
+                floor = max(1e-12 * float(np.max(np.abs(Qf))), 1e-300)
+                self.observation_qhat_error = float(np.max(np.abs(Qf - Qc)[free] /
+                                                           np.maximum(se[free], floor)))
         self._last_integrated = (key, out)
         return out

@@ -148,11 +148,13 @@ class MapLinearization:
             domain=lambda h: np.linalg.eigvalsh(self._from_free(h))[0] >= 0,
             directions=D * scale[None, :])
 
-    def _fixed_point_stderr(self, Q, Qhat_se, J=None):
+    def _fixed_point_stderr(self, Q, Qhat_se, J=None, bound=False):
         """Standard error of the fixed point: ``(I - dF/dQ)^{-1} dF_prior/dQhat . stderr``
         (entries of ``Q_hat`` treated as independent); both Jacobians by one-sided
         differences inside their domains (``Q = 0`` and ``Q_hat = 0`` included).  ``J``:
-        ``dF/dQ`` at ``Q`` if already known (the engine's stability check)."""
+        ``dF/dQ`` at ``Q`` if already known (the engine's stability check).  ``bound``:
+        ``Qhat_se`` bounds a systematic error (a quadrature rule's), so the entries add
+        linearly, ``|S| . err``, instead of in quadrature."""
 
         P = self.model.P
         entries = self._free_entries()
@@ -168,6 +170,7 @@ class MapLinearization:
         except np.linalg.LinAlgError:
             return np.full((P, P), np.inf)
         out = np.zeros((P, P))
-        for (a, b), v in zip(entries, (sens ** 2) @ (s ** 2)):
-            out[a, b] = out[b, a] = np.sqrt(v)
+        total = np.abs(sens) @ s if bound else np.sqrt((sens ** 2) @ (s ** 2))
+        for (a, b), v in zip(entries, total):
+            out[a, b] = out[b, a] = v
         return out

@@ -49,7 +49,8 @@ class PerSampleMoments:
         >>> from symtheory.glm import MultiIndexModel, StateEvolution
         >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
         >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
-        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        ...                     noise_variance=0.5, check_channel=False,
+        ...                     sampling="rqmc")    # y = z + sqrt(0.5) xi
         >>> y, omega, V, Z = se.sample_channel(np.array([[0.3]]))
         >>> y.shape, omega.shape, V
         ((256, 1), (256, 1, 1), array([[0.7]]))
@@ -95,7 +96,8 @@ class PerSampleMoments:
         >>> from symtheory.glm import MultiIndexModel, StateEvolution
         >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
         >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
-        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        ...                     noise_variance=0.5, check_channel=False,
+        ...                     sampling="rqmc")    # y = z + sqrt(0.5) xi
         >>> m = se.posterior_moments(np.array([[0.3]]))
         >>> m.mean_shift.shape, se.channel_error
         ((256, 1, 1), 0.0)
@@ -211,7 +213,8 @@ class PerSampleMoments:
         >>> from symtheory.glm import MultiIndexModel, StateEvolution
         >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
         >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
-        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        ...                     noise_variance=0.5, check_channel=False,
+        ...                     sampling="rqmc")    # y = z + sqrt(0.5) xi
         >>> g, dg = se.gout_at(np.array([[0.3]]))
         >>> g.shape, float(dg[0].ravel()[0]) == -1 / 1.2         # -1/(V + Delta)
         ((256, 1, 1), True)
@@ -246,7 +249,8 @@ class PerSampleMoments:
         >>> from symtheory.glm import MultiIndexModel, StateEvolution
         >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
         >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
-        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        ...                     noise_variance=0.5, check_channel=False,
+        ...                     sampling="rqmc")    # y = z + sqrt(0.5) xi
         >>> se.gout_halves(np.array([[0.3]]))
         Traceback (most recent call last):
             ...

@@ -75,7 +75,8 @@ class ScalarNoisySE:
         # the generic estimator (its channel, observation rule and conditional expectations);
         # only its omega design is replaced
         self.se = StateEvolution(model, alpha, samples=2, noise_variance=noise_variance,
-                                 observation="integrate", estimator="square")
+                                 observation="integrate", estimator="square",
+                                 sampling="rqmc")      # its xi replaced below
         self.rho = float(self.se.rho[0, 0])
         self.evaluations = 0
 

@@ -25,6 +25,7 @@ from ..integrate.laplace_qmc import LaplaceQMCRule
 from . import multilevel
 from .multilevel import coarse_level
 from .result import SEResult
+from .sampling import DEFAULT_SCRAMBLES
 
 #: :meth:`StagedSolve.solve` warms up on the first ``max(WARMUP_MIN_SAMPLES,
 #: samples/WARMUP_FRACTION)`` frozen samples: a subset whose fixed point is within a few of
@@ -258,7 +259,8 @@ class StagedSolve:
         >>> from symtheory.glm import MultiIndexModel, StateEvolution
         >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
         >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
-        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        ...                     noise_variance=0.5, check_channel=False,
+        ...                     sampling="rqmc")    # y = z + sqrt(0.5) xi
         >>> res = se.solve()
         >>> round(float(res.Q[0, 0]), 8), res.converged, res.stable
         (0.5, True, True)
@@ -324,8 +326,6 @@ class StagedSolve:
         import sys
         import time
 
-        from .sampling import DEFAULT_SCRAMBLES
-
         if isinstance(target_error, bool) or not (isinstance(target_error, (int, float)) and
                                                   math.isfinite(target_error) and target_error > 0):
             raise ParameterError(f"target_error must be a finite number > 0, got {target_error!r}")
@@ -343,6 +343,18 @@ class StagedSolve:
             rounds.append((self.samples, err, seconds))
             if err <= target_error or self.samples >= max_samples or not np.isfinite(err):
                 break
+            if self.omega_weights is not None:
+                # a tensor rule: 1.5x the nodes per axis a round (its error falls faster
+                # than any power of the nodes on an analytic integrand)
+                self.omega_nodes = math.ceil(1.5 * self.omega_nodes)
+                self._draw_samples(self.sampling, DEFAULT_SCRAMBLES, self.seed)
+                if progress:
+                    print(f"SE alpha={self.alpha:g}: max error {err:.2g} > target "
+                          f"{target_error:g} at {rounds[-1][0]} nodes ({seconds:.1f} s); next "
+                          f"{self.omega_nodes} Gauss-Hermite nodes per axis, {self.samples} "
+                          f"nodes", file=sys.stderr)
+                Q = res.Q
+                continue
             B = self.scrambles or DEFAULT_SCRAMBLES
             want = self.samples * min(64.0, max(2.0, (err / target_error) ** 2))
             n_new = B * 2 ** int(math.ceil(math.log2(want / B)))
@@ -420,6 +432,8 @@ class StagedSolve:
     def _staged_fixed_point(self, run, q0, newton_below, warmup, peak_rule):
         """Run the stages of :meth:`_stage_plan`, then the full map; the engine's result
         with every stage's iterations counted and named in its message."""
+        if self.omega_weights is not None and warmup is not None:
+            return self._tensor_staged_fixed_point(run, q0, newton_below)
         rule, coarse, plan, warm_newton, inherit = self._stage_plan(warmup, newton_below)
         done, stages, switch_note, inherited = 0, [], "", None
         for i, (n_stage, stage_rule) in enumerate(plan):
@@ -473,6 +487,33 @@ class StagedSolve:
                                                    f"{MARGINAL_EIGENVALUE:g})"))
         return fp
 
+    def _tensor_staged_fixed_point(self, run, q0, newton_below):
+        """The staged solve of a Gauss-Hermite tensor design: the way to the fixed point on
+        :data:`WARMUP_OMEGA_NODES` per axis, then the requested rule from there by chord
+        Newton steps with the warm-up's Jacobian (a deterministic map: its Jacobian
+        differs from the fine rule's by the coarse rule's error only)."""
+        from .sampling import WARMUP_OMEGA_NODES
+
+        if self.omega_nodes <= WARMUP_OMEGA_NODES:
+            return run.iterate(q0, run.max_iter, newton_below)
+        run.later = [self.samples]
+        with self._omega_rule(WARMUP_OMEGA_NODES):
+            first = run.iterate(q0, max(1, run.max_iter // 2), newton_below)
+            warm_samples = self.samples
+        run.later = []
+        inherited = (None if first.jacobian_point is None else
+                     (first.jacobian_point, first.jacobian, math.inf))
+        fp = run.iterate(first.value, max(1, run.max_iter - first.iterations),
+                         math.inf if newton_below > 0 else 0.0, inherited)
+        fp.iterations += first.iterations
+        fp.message += (f" in the final stage ({fp.iterations} iterations in all; warm-started "
+                       f"by {WARMUP_OMEGA_NODES} Gauss-Hermite nodes per axis, {warm_samples} "
+                       f"nodes, {first.iterations} iterations)")
+        if fp.jacobian_seeded:
+            fp.message += ("; the final stage's Jacobian (Newton steps, stability, Q_stderr) "
+                           "is the warm-up's, as a chord")
+        return fp
+
     def _fixed_point_result(self, fp, tol, stderr, trace) -> SEResult:
         """The :class:`SEResult` at the engine's fixed point: ``Q_hat`` and the channel's
         accuracy there, ``Q_stderr`` through the linearized map with the iteration's
@@ -483,9 +524,13 @@ class StagedSolve:
         Qhat, se, gap = self.qhat(Q)
         channel_error = self.channel_error
         qhat_error = self.quadrature_qhat_error(Q)
-        Q_se = (self._fixed_point_stderr(Q, se, fp.jacobian) if stderr
+        tensor = self.omega_weights is not None
+        rule_note = ""
+        if tensor and stderr:
+            se, rule_note = self._tensor_rule_error(Q, Qhat)
+        Q_se = (self._fixed_point_stderr(Q, se, fp.jacobian, bound=tensor) if stderr
                 else np.full((P, P), np.nan))
-        msg = fp.message + f"; residual tolerance {tol:g} x (1 + max|Q|)"
+        msg = fp.message + f"; residual tolerance {tol:g} x (1 + max|Q|)" + rule_note
         if stderr and fp.truncation is not None:
             # the iteration's own error, in quadrature: next to perfect recovery the map
             # may contract rho - Q by ~1% per step, and the residual tolerance then holds
@@ -500,7 +545,7 @@ class StagedSolve:
             Q_se = np.sqrt(Q_se ** 2 + trunc ** 2)
         if self.observation_note:
             msg += "; " + self.observation_note
-            if self.observation_rule is not None:
+            if self.observation_rule is not None and not tensor:
                 msg += (f" (mass defect {self.observation_mass_error:.1g}, effect of the coarse "
                         f"sub-grid on Q_hat {self.observation_qhat_error:.2g} standard errors)")
         if channel_error is not None:
@@ -518,7 +563,40 @@ class StagedSolve:
                         message=msg, trace=trace, stable=fp.stable, channel_error=channel_error,
                         channel_qhat_error=qhat_error, samples=self.samples,
                         observation=self.observation_note,
-                        observation_qhat_error=self.observation_qhat_error)
+                        observation_qhat_error=self.observation_qhat_error,
+                        error_kind="estimate" if tensor else "stderr")
+
+    def _tensor_rule_error(self, Q, Qhat):
+        """``(bound on |Q_hat - exact|, note)`` of a Gauss-Hermite tensor design at ``Q``:
+        the change against :func:`~symtheory.glm.se.sampling.coarse_omega_nodes` per axis
+        plus the observation rule's coarse-level change (each the coarser rule's error, an
+        over-estimate of the finer one's on a converging rule)."""
+        from .sampling import coarse_omega_nodes
+
+        obs = self.alpha * self.observation_qhat_change
+        k, kc = self.omega_nodes, coarse_omega_nodes(self.omega_nodes)
+        with self._omega_rule(kc):
+            Qhat_c = self.qhat(Q)[0]
+        omega = np.abs(Qhat - Qhat_c)
+        note = (f"; Q_stderr is an error bound of the rules, not a standard error: Q_hat "
+                f"changes by up to {float(np.max(omega)):.2g} from {k} to {kc} Gauss-Hermite "
+                f"nodes per axis and by {float(np.max(obs)):.2g} on the observation rule's "
+                "coarse level, carried through the linearized map")
+        return omega + obs, note
+
+    @contextlib.contextmanager
+    def _omega_rule(self, nodes):
+        """Evaluate the map on the Gauss-Hermite tensor rule of ``nodes`` per axis (a
+        warm-up or the error estimate of ``sampling='gauss-hermite'``); restored on exit."""
+        saved = (self.omega_nodes, self.samples, self.xi, self.eta, self.noise,
+                 self.omega_weights)
+        self.omega_nodes = int(nodes)
+        self._draw_samples(self.sampling, DEFAULT_SCRAMBLES, self.seed)
+        try:
+            yield
+        finally:
+            (self.omega_nodes, self.samples, self.xi, self.eta, self.noise,
+             self.omega_weights) = saved
 
     def _switch_to_peak_rule(self, Q, n) -> str:
         """After the first warm-up stage (fixed point ``Q`` on the first ``n`` samples):
@@ -584,11 +662,13 @@ class StagedSolve:
         >>> from symtheory.glm import MultiIndexModel, StateEvolution
         >>> z = sp.Matrix([[sp.Symbol("z", real=True)]])
         >>> se = StateEvolution(MultiIndexModel("identity", z, z), alpha=1.0, samples=256,
-        ...                     noise_variance=0.5, check_channel=False)    # y = z + sqrt(0.5) xi
+        ...                     noise_variance=0.5, check_channel=False,
+        ...                     sampling="rqmc")    # y = z + sqrt(0.5) xi
         >>> se.warmup_samples(), se.warmup_samples(64)
         (256, 64)
         """
-        if warmup is None:
+        if warmup is None or self.omega_weights is not None:
+            # a prefix of a tensor rule is no rule: its warm-up is a coarser tensor rule
             return self.samples
         if isinstance(warmup, str):
             if warmup != "auto":

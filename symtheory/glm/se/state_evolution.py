@@ -60,8 +60,13 @@ from .integrated_observation import IntegratedObservation
 from .linearization import MapLinearization
 from .per_sample import CHANNEL_ERROR_REFINEMENT, PerSampleMoments  # noqa: F401 (re-export)
 from .sampling import (
+    DEFAULT_OMEGA_NODES,
     DEFAULT_SAMPLES,
     DEFAULT_SCRAMBLES,
+    TENSOR_MAX_DIM,
+    check_sampling,
+    fold_tensor_rule,
+    gauss_hermite_tensor,
     min_variance_weights,
 )
 from .staged_solve import StagedSolve
@@ -172,8 +177,16 @@ class StateEvolution(PerSampleMoments, SamplingAccuracy, FreeEntropyTerms,
         boundary_fraction`` of ``Q = rho`` the step is ``boundary_fraction`` (1e-3, or 1/8
         for a randomized rule) of the distance to it
         (:func:`~symtheory.core.solvers.difference_jacobian`).
-    sampling : {"rqmc", "monte-carlo"}, optional
-        The design of the frozen samples (module docstring).
+    sampling : {"rqmc", "monte-carlo", "gauss-hermite", "auto"}, optional
+        The design of the frozen samples (module docstring); ``'auto'``: ``'gauss-hermite'``
+        where ``y`` is integrated given ``omega`` and ``P M <= 2``, else ``'rqmc'``
+        (:attr:`sampling` says which).  ``'gauss-hermite'``: nothing
+        sampled -- ``xi`` on a Gauss-Hermite tensor rule of ``omega_nodes`` per axis
+        (``P M <= 2``) and ``y`` integrated given ``omega`` (the observation rule, which it
+        requires); the map is then deterministic and ``Q_stderr`` is the rule's error
+        bound (``error_kind='estimate'``: the change against
+        :func:`~symtheory.glm.se.sampling.coarse_omega_nodes` per axis plus the observation
+        rule's coarse-level change, through the linearized map).
     scrambles : int, optional
         Independent randomizations of the RQMC design (>= 4, default
         :data:`DEFAULT_SCRAMBLES`).
@@ -191,6 +204,9 @@ class StateEvolution(PerSampleMoments, SamplingAccuracy, FreeEntropyTerms,
         the two-level Monte Carlo of :mod:`symtheory.glm.se.multilevel` where Giles'
         allocation puts at most a quarter of the samples on the requested rule; ``False``:
         that rule on all samples (the plain map, e.g. as a benchmark's reference).
+    omega_nodes : int, optional
+        Gauss-Hermite nodes per axis of ``xi`` with ``sampling='gauss-hermite'`` (>= 6,
+        default :data:`~symtheory.glm.se.sampling.DEFAULT_OMEGA_NODES`).
 
     Examples
     --------
@@ -207,8 +223,8 @@ class StateEvolution(PerSampleMoments, SamplingAccuracy, FreeEntropyTerms,
     def __init__(self, model, alpha, *, samples=DEFAULT_SAMPLES, seed=0, noise_variance=None, rule=None,
                  side_information=0.0, structure="auto", prior=None, regularization=0.0,
                  estimator="auto", check_channel=True, pinned_rows=(), difference_step=None,
-                 sampling="rqmc", scrambles=DEFAULT_SCRAMBLES, observation="auto",
-                 multilevel=True):
+                 sampling="auto", scrambles=DEFAULT_SCRAMBLES, observation="auto",
+                 multilevel=True, omega_nodes=DEFAULT_OMEGA_NODES):
         if not (np.isfinite(alpha) and alpha > 0):
             raise ParameterError(f"alpha must be finite and > 0, got {alpha}")
         if int(samples) < 2:
@@ -216,12 +232,19 @@ class StateEvolution(PerSampleMoments, SamplingAccuracy, FreeEntropyTerms,
         if not (np.isfinite(side_information) and side_information >= 0):
             raise ParameterError(
                 f"side_information must be finite and >= 0, got {side_information}")
-        if sampling not in ("rqmc", "monte-carlo"):
-            raise ParameterError(f"sampling must be 'rqmc' or 'monte-carlo', got {sampling!r}")
+        check_sampling(sampling)
+        if isinstance(omega_nodes, bool) or not isinstance(omega_nodes, (int, np.integer)) \
+                or omega_nodes < 6:
+            raise ParameterError(f"omega_nodes must be an integer >= 6, got {omega_nodes!r}")
+        if sampling == "gauss-hermite" and model.P * model.M > TENSOR_MAX_DIM:
+            raise ParameterError(
+                f"sampling='gauss-hermite' covers P M <= {TENSOR_MAX_DIM} coordinates of xi "
+                f"(nodes^(P M) per map evaluation), got P M = {model.P * model.M}; use 'rqmc'")
+        self.omega_nodes = int(omega_nodes)
         if isinstance(scrambles, bool) or not isinstance(scrambles, (int, np.integer)) or \
                 scrambles < 4:
             raise ParameterError(f"scrambles must be an integer >= 4, got {scrambles!r}")
-        if sampling == "rqmc" and (isinstance(seed, bool) or
+        if sampling in ("rqmc", "auto") and (isinstance(seed, bool) or
                                    not isinstance(seed, (int, np.integer)) or seed < 0):
             raise ParameterError(f"seed must be an integer >= 0 with sampling='rqmc', got {seed!r}")
         if structure not in ("auto", "block", "full"):
@@ -244,6 +267,8 @@ class StateEvolution(PerSampleMoments, SamplingAccuracy, FreeEntropyTerms,
             check=check_channel)
         self.noise_variance = noise_variance
         self.prior = prior or GaussianPrior()
+        if sampling == "auto":
+            sampling = self._auto_sampling(observation, estimator)
         self._draw_samples(sampling, scrambles, seed)
         self._set_structure(structure, pinned_rows)
         self.rho = self.prior.rho(model.P)
@@ -263,8 +288,29 @@ class StateEvolution(PerSampleMoments, SamplingAccuracy, FreeEntropyTerms,
         self.allow_multilevel = multilevel
         self._set_rules(rule, estimator, difference_step)
         self._set_observation(observation)
+        if sampling == "gauss-hermite":
+            self._check_tensor_design()
         if self.estimator_options is not None and self.estimator_options.note:
             self.observation_note += "; " + self.estimator_options.note
+
+    def _auto_sampling(self, observation, estimator):
+        """``sampling='auto'``: ``'gauss-hermite'`` where everything can be integrated --
+        ``y`` given ``omega`` by an observation rule (:mod:`symtheory.glm.se.observation`)
+        and ``xi`` on a tensor rule (``P M <= TENSOR_MAX_DIM``) -- else ``'rqmc'``."""
+        from ..integrate.link_structure import NotApplicable
+        from .observation import ObservationRule, check_observation
+
+        check_observation(observation)
+        model = self.model
+        if (model.P * model.M > TENSOR_MAX_DIM or observation == "sample"
+                or not (isinstance(estimator, str) and estimator in ("auto", "square"))
+                or (self.noise_variance is None and model.reduction is not None)):
+            return "rqmc"
+        try:
+            self._prebuilt_observation = ObservationRule(model, self.channel, self.noise_variance)
+        except NotApplicable:
+            return "rqmc"
+        return "gauss-hermite"
 
     def _draw_samples(self, sampling, scrambles, seed):
         """The frozen draws ``xi``, ``eta`` (and output noise) of the expectation."""
@@ -273,8 +319,18 @@ class StateEvolution(PerSampleMoments, SamplingAccuracy, FreeEntropyTerms,
         noisy = self.noise_variance is not None
         self.sampling = sampling
         self.scrambles = int(scrambles) if sampling == "rqmc" else None
+        #: weights of the Gauss-Hermite tensor rule over xi (sum 1); None: equal weights
+        self.omega_weights = None
         dim = 2 * P * M + (n_out if noisy else 0)
-        if sampling == "rqmc":
+        if sampling == "gauss-hermite":
+            self.xi, self.omega_weights = gauss_hermite_tensor(self.omega_nodes, P * M)
+            self.xi, self.omega_weights = fold_tensor_rule(
+                self.xi.reshape(-1, P, M), self.omega_weights, getattr(self, "tensor_folds", ()))
+            self.samples = len(self.xi)
+            # y is integrated given omega: no eta, no output noise is ever drawn
+            self.eta = np.zeros_like(self.xi)
+            self.noise = np.zeros((self.samples, n_out)) if noisy else None
+        elif sampling == "rqmc":
             from ...core.quadrature import SOBOL_MAX_DIM, scrambled_sobol_normals
 
             if dim > SOBOL_MAX_DIM:
@@ -375,6 +431,10 @@ class StateEvolution(PerSampleMoments, SamplingAccuracy, FreeEntropyTerms,
         if isinstance(estimator, str) and estimator == "multilevel" or \
                 not isinstance(estimator, str):
             estimator = self._resolve_multilevel(estimator, rule, reduced_rqmc)
+        if estimator == "auto" and self.sampling == "gauss-hermite":
+            # y integrated: E[g g^T | omega] = E[-dg | omega] per node up to the rule's
+            # error, so the combined estimator has nothing to combine
+            estimator = "square"
         if estimator == "auto":
             # a reduced link's Laplace-RQMC rule biases the twin -J (class docstring)
             estimator = ("cross" if noisy_rqmc else
@@ -550,8 +610,8 @@ class StateEvolution(PerSampleMoments, SamplingAccuracy, FreeEntropyTerms,
             per = sq
         mean, stderr = self.sample_mean_stderr(per)
         Qhat, stderr = alpha * mean, alpha * stderr
-        return (0.5 * (Qhat + Qhat.T) * self.mask, stderr * self.mask, sq.mean(axis=0),
-                tw.mean(axis=0))
+        return (0.5 * (Qhat + Qhat.T) * self.mask, stderr * self.mask, self.sample_mean(sq),
+                self.sample_mean(tw))
 
     def step(self, Q):
         """Return one application of the SE map ``F(Q) = F_prior(Q_hat(Q) + lambda I)``.
