@@ -23,11 +23,11 @@ linearized map), the wall time of the solve, the ratio
 (both halves run in the same process, interleaved in time as closely as one can).
 Ends with ``speedup <min ratio>``.
 
-Scalar row (since the deterministic path): a ``P = M = 1`` noisy link's SE map is a
-2-D integral, so the new side is :class:`~symtheory.glm.se.scalar_noisy.ScalarNoisySE`
-(Gauss-Hermite 128 over omega x the generic y-grid, Brent on the 1-D fixed point); its
-"error" is its refinement change (vs 64 omega nodes), deterministic, not a standard
-error.  Reference (independent): nested scipy quad of the closed-form ``Z_out`` (two
+Deterministic rows (scalar noisy, sign(z1 z2)): their SE maps are 2-D and 2-D x sum
+integrals, so the new side is ``sampling='gauss-hermite'`` (the default 'auto' there):
+Gauss-Hermite over omega (96 nodes for |z|, 24 per axis for sign(z1 z2)) x the observation
+rule over y; its "error" is the rules' error estimate (change against 2/3 of the nodes per
+axis, through the linearized map), deterministic, not a standard error.  Reference (independent): nested scipy quad of the closed-form ``Z_out`` (two
 truncated Gaussians), ``E g^2(Q = 0.4475) = 0.542135746`` and the fixed point
 ``Q* = 0.4512016777`` (tests/glm/test_scalar_noisy_se.py re-derives both, slow tier).
 
@@ -60,8 +60,11 @@ import time
 import numpy as np
 
 PLAIN_SAMPLES = 16384
-NEW_SAMPLES = {"scalar noisy |z|": None, "2-index noiseless sign(z1 z2)": 4096,
+NEW_SAMPLES = {"scalar noisy |z|": None, "2-index noiseless sign(z1 z2)": None,
                "depth-2 attention": 16384}
+#: Gauss-Hermite nodes per axis of the deterministic rows (None: the default, 24): |z| + noise
+#: converges slowly in omega (measured at alpha 1.5: Q - Q* = 1.2e-3 at 24, 6.9e-5 at 48)
+OMEGA_NODES = {"scalar noisy |z|": 96}
 AGREE = 3.0
 
 
@@ -81,29 +84,16 @@ def links():
              0.5, None)]
 
 
-def run_deterministic(model, alpha, noise):
-    """The scalar row's new side: the deterministic 2-D solve (its error = refinement)."""
+def run(model, alpha, noise, samples, observation, multilevel=True, sampling="rqmc",
+        omega_nodes=None):
     import warnings
 
-    from symtheory.glm.se.scalar_noisy import ScalarNoisySE
-
-    se = ScalarNoisySE(model, alpha, noise)
-    se.qhat(0.05)                            # warm kernels, untimed
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        t0 = time.perf_counter()
-        res = se.solve(bracket=(0.05, 0.95))
-        dt = time.perf_counter() - t0
-    return res, dt
-
-
-def run(model, alpha, noise, samples, observation, multilevel=True):
-    import warnings
-
+    from symtheory.glm.se.sampling import DEFAULT_OMEGA_NODES
     from symtheory.glm.se.state_evolution import StateEvolution
 
     se = StateEvolution(model, alpha, samples=samples, noise_variance=noise,
-                        observation=observation, multilevel=multilevel)
+                        observation=observation, multilevel=multilevel, sampling=sampling,
+                        omega_nodes=omega_nodes or DEFAULT_OMEGA_NODES)
     se.qhat(0.05 * np.eye(model.P))          # warm kernels, untimed
     se._last_integrated = None
     with warnings.catch_warnings():
@@ -132,33 +122,28 @@ def main(argv):
             note_n = rn.message.split("; final stage by ")[-1].split(";")[0]
         else:
             rp, ep, tp, free, note_p = run(model, alpha, noise, PLAIN_SAMPLES, "sample")
-            if model.P * model.M == 1 and noise:
-                det, tn = run_deterministic(model, alpha, noise)
-                en = det["error"]
-                ratio = ep ** 2 * tp / (en ** 2 * tn)
-                z = abs(float(rp.Q[0, 0]) - det["Q"]) / np.hypot(ep, en)
-                print(f"  plain RQMC ({PLAIN_SAMPLES} samples): Q = {float(rp.Q[0, 0]):.6f}, "
-                      f"stderr {ep:.3g}, {tp:.1f} s, converged {rp.converged}")
-                print(f"  new ({det['note']}): Q = {det['Q']:.8f}, error {en:.2g}, {tn:.1f} s")
-                print(f"  differ by {z:.2f} joint errors "
-                      f"({'agree' if z <= AGREE else 'DISAGREE'} within {AGREE:g})")
-                print(f"  error^2 x time ratio {ratio:.1f}")
-                # a disagreement here is plain RQMC's understated error (docstring), the
-                # deterministic value being checked against nested quadrature in the tests
-                ratios.append(ratio)
-                continue
-            rn, en, tn, _, note_n = run(model, alpha, noise, new_samples,
-                                        "integrate" if noise else "auto")
+            # nothing sampled: y integrated given omega, omega on a Gauss-Hermite tensor rule
+            rn, en, tn, _, note_n = run(model, alpha, noise, 2, "auto",
+                                        sampling="gauss-hermite",
+                                        omega_nodes=OMEGA_NODES.get(name))
         ratio = ep ** 2 * tp / (en ** 2 * tn)
         joint = np.sqrt(rp.Q_stderr ** 2 + rn.Q_stderr ** 2)
         z = np.max(np.abs(rp.Q - rn.Q)[free] / np.maximum(joint[free], 1e-300))
         print(f"  plain RQMC ({PLAIN_SAMPLES} samples): Q = {np.round(rp.Q, 5).tolist()}, "
               f"max stderr {ep:.3g}, {tp:.1f} s, converged {rp.converged}")
-        print(f"  new ({new_samples} samples; {note_n}): Q = {np.round(rn.Q, 5).tolist()}, "
-              f"max stderr {en:.3g}, {tn:.1f} s, converged {rn.converged}")
+        print(f"  new ({rn.samples} nodes; {note_n}): Q = {np.round(rn.Q, 6).tolist()}, "
+              f"max {'error estimate' if rn.error_kind == 'estimate' else 'stderr'} "
+              f"{en:.3g}, {tn:.1f} s, converged {rn.converged}")
         print(f"  fixed points differ by at most {z:.2f} joint standard errors "
               f"({'agree' if z <= AGREE else 'DISAGREE'} within {AGREE:g})")
         print(f"  error^2 x time ratio {ratio:.1f}")
+        if z > AGREE and name.startswith("scalar"):
+            # plain RQMC's stated error is understated on this link (docstring); the
+            # deterministic value is checked against nested quadrature in the tests
+            print("  (counted: plain RQMC's understated error, the new value checked "
+                  "against nested quadrature in tests/glm/test_scalar_noisy_se.py)")
+            ratios.append(ratio)
+            continue
         ratios.append(ratio if z <= AGREE else 0.0)
     print(f"speedup {min(ratios):.3g}")
 

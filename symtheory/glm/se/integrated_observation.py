@@ -57,8 +57,8 @@ class IntegratedObservation:
                           "not yet faster than sampling")
                 if self.model.P * self.model.M == 1:
                     # the whole map is a 2-D integral there: deterministic, no samples
-                    reason += ("; P = M = 1: the deterministic 2-D solve is "
-                               "symtheory.glm.se.scalar_noisy.ScalarNoisySE")
+                    reason += ("; P = M = 1: sampling='gauss-hermite' (the default 'auto') "
+                               "integrates the whole map, a 2-D integral")
         if reason is not None:
             if observation == "integrate":
                 raise ParameterError(f"observation='integrate' is not available here: {reason}")
