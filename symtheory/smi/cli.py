@@ -317,7 +317,10 @@ MODEL_FILE_HELP = ("--model-file PATH runs the Python file PATH, which must defi
                    "outer-product --seq-len 1:")
 SE_COLUMNS = (
     "Columns (one row per alpha): alpha = n/d; Qab (a <= b) = entries of the overlap Q = "
-    "W_hat W*^T/d at the fixed point; Qaa_stderr = their standard errors (of the frozen "
+    "W_hat W*^T/d at the fixed point; Qaa_stderr = their standard errors (with --sampling "
+    "gauss-hermite, nothing sampled: the rules' error estimate instead -- Q_hat's change "
+    "against 2/3 of the nodes per axis plus the observation rule's coarse level, added "
+    "linearly through the linearized SE map; otherwise of the frozen "
     "samples' design, --sampling, combined in quadrature with the iteration's truncation "
     "error: the distance to the fixed point one Newton step predicts, which matters only "
     "where the SE map's Jacobian has an eigenvalue near 1); "
@@ -362,7 +365,8 @@ SE_COLUMNS = (
     "requested rule (named in the solver report; the channel errors above are then "
     "those of the requested rule on that prefix); quadrature in the parameters names the "
     "rule used; "
-    "samples = the frozen samples the fixed point was solved on (more than --samples "
+    "samples = the frozen samples (gauss-hermite: the tensor rule's nodes) the fixed point "
+    "was solved on (more than --samples "
     "after --target-error rounds); observation = how y was treated: integrated given omega "
     "(which rule, and the row permutations of the link each sample was averaged over) or "
     "sampled, and why.")

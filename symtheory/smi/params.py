@@ -103,10 +103,12 @@ SE = dict(MODEL_PARAMS, **{
             "round's ETA from its measured cost per sample goes to stderr; none: one solve)"),
     "observation": Param.choice(
         "auto", "integrate", "sample", default="auto",
-        doc="auto: integrate y given omega by an exact sum over a discrete output's values "
-            "and sample only omega, else sample y (the result's observation column says which "
-            "and why); integrate: also a grid in y for one noisy output (opt-in: not yet faster "
-            "than sampling), and refuse a model that allows neither; sample: always sample y"),
+        doc="auto: integrate y given omega by an exact sum over a discrete output's values, "
+            "on the level sets of a noiseless two-index link, or (with --sampling "
+            "gauss-hermite, auto's choice for P M = 1) on a grid in y for one noisy output, "
+            "else sample y (the result's observation column says which and why); integrate: "
+            "also the y-grid with sampled omega (opt-in: not yet faster than sampling), and "
+            "refuse a model that allows neither; sample: always sample y"),
 })
 
 ERROR = dict(MODEL_PARAMS, **{
