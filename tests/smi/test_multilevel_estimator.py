@@ -95,6 +95,13 @@ def test_share_is_measured_once_and_stated(depth3):
     se.qhat(Q * 0.9)
     assert se.estimator_options.fraction == frac
     assert np.array_equal(se.qhat(Q)[0], first)
+    # the share's costs are posterior evaluations, a function of the draws: a second SE on
+    # the same draws measures the same share and the same map, whatever the machine's load
+    assert "posterior evaluations per draw" in se.observation_note
+    again = StateEvolution(depth3, 1.3, samples=64, seed=0,
+                           estimator=MultilevelEstimator(coarse=COARSE, fine=FINE, pilot=32))
+    assert np.array_equal(again.qhat(Q)[0], first)
+    assert again.estimator_options.note == se.estimator_options.note
 
 
 def test_staircase_slope_with_an_identical_fine_rule_is_the_coarse_one(depth3):

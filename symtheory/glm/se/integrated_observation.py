@@ -129,7 +129,7 @@ class IntegratedObservation:
         last = getattr(self, "_last_integrated", None)
         if last is not None and last[0] == key:
             return last[1]
-        P, M, n = self.model.P, self.model.M, self.samples
+        P, n = self.model.P, self.samples
         V = self.rho - Q + self.regularization * np.eye(P)
         sq = psd_sqrt(Q)
         rule = self.observation_rule

@@ -9,7 +9,6 @@ samples, rules and caches it reads).
 """
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
@@ -140,10 +139,12 @@ class PerSampleMoments:
             # its scramblings); that random error is part of the per-sample spread, hence
             # of the sampling standard error of Q_hat
             ch = self.channel.configured(rule=self.feature_rule)
-            t0 = time.perf_counter()
             moments = ch.branch_moments(Ebr, lw, valid, omega, V)
-            # the multilevel estimator's cost model (Giles' share)
-            self._coarse_seconds_per_draw = (time.perf_counter() - t0) / len(Z)
+            # the multilevel estimator's cost model (Giles' share): posterior evaluations,
+            # not seconds, so that the share does not depend on the machine's load
+            from .randomized_multilevel import evaluations_per_draw
+
+            self._coarse_evaluations_per_draw = evaluations_per_draw(ch)
             self._scrambling_sums = ch.last_scrambling_sums
             self.channel_error = (ch.last_accuracy.max_error if self.estimate_channel_error
                                   else None)

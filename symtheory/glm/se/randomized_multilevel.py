@@ -18,7 +18,9 @@ of its fine - coarse difference 0.036, at 3-7 ms against 100-280 ms per draw).
 Subset size (Giles' formula): ``n_1 / n = sqrt(V_1 C_0 / (V_0 C_1))`` minimizes the variance
 at a given cost, with ``V_0``, ``C_0`` the per-draw variance and cost of the coarse level,
 ``V_1``, ``C_1`` those of the difference (the fine rule alone: the coarse values of the
-subset are the first level's).  Variances are per free entry in units of that entry's
+subset are the first level's), costs counted in posterior evaluations per draw
+(:func:`evaluations_per_draw`: a function of the draws, so the share and the map do not
+depend on the machine's load).  Variances are per free entry in units of that entry's
 ``V_0`` (relative errors, so an entry near 0 does not decide alone) and averaged.  They are
 measured once, at the first evaluation (``pilot`` draws of the fine rule), and the
 fraction is rounded to a power of 2 so that the map stays a fixed function of ``Q``
@@ -34,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,7 +117,7 @@ class MultilevelEstimator:
 
 def giles_fraction(v0, v1, c0, c1):
     """Share ``n_1 / n`` of Giles' formula from per-entry variances ``v0`` (first level),
-    ``v1`` (difference) and per-draw costs ``c0``, ``c1`` (seconds): entries with
+    ``v1`` (difference) and per-draw costs ``c0``, ``c1`` (posterior evaluations): entries with
     ``v0 > 0`` in relative units, averaged; rounded to a power of 2 within
     ``[MIN_FRACTION, MAX_FRACTION]``."""
     v0, v1 = np.asarray(v0, float).ravel(), np.asarray(v1, float).ravel()
@@ -140,10 +141,8 @@ def multilevel_products(se, Q, sq_coarse):
     # uses PROVISIONAL_FRACTION meanwhile (subset_size)
     if est.fraction is None and _full_map(se, n):
         n_p = min(n, max(2 * B, int(est.pilot) // B * B))
-        t = time.perf_counter()
         diff = _square(fine_outputs(se, Q, n_p)[0]) - sq_coarse[:n_p]
-        c1 = (time.perf_counter() - t) / n_p
-        c0 = se._coarse_seconds_per_draw
+        c1, c0 = se._fine_evaluations_per_draw, se._coarse_evaluations_per_draw
         free = (se.mask > 0).ravel()
         v0 = sq_coarse.reshape(n, -1)[:, free].var(axis=0)
         v1 = diff.reshape(n_p, -1)[:, free].var(axis=0)
@@ -152,8 +151,9 @@ def multilevel_products(se, Q, sq_coarse):
         est.note = est.describe(
             f"Giles' share {raw:.3g} from a {n_p}-draw pilot at Q diag "
             f"{np.round(np.diag(Q), 4).tolist()}: relative variance of the difference "
-            f"{rel:.3g}, cost {1e3 * c0:.3g} / {1e3 * c1:.3g} ms per draw (coarse / fine, "
-            "wall-clock)")
+            f"{rel:.3g}, cost {c0:.4g} / {c1:.4g} posterior evaluations per draw (coarse / "
+            "fine: Sobol points x mixture components, a function of the draws, not of the "
+            "machine's load)")
         se.observation_note = "; ".join(s for s in (se.observation_note, est.note) if s)
     n1 = subset_size(se, n)
     return _square(fine_outputs(se, Q, n1)[0]) - sq_coarse[:n1]
@@ -190,11 +190,23 @@ def fine_outputs(se, Q, n1):
     Ebr, lw, valid, _ = rp.branches(rp.E_of_Z(Z))
     ch = se.channel.configured(rule=est.fine)
     out = ch.branch_moments(Ebr, lw, valid, omega, V).output_functions()
+    se._fine_evaluations_per_draw = evaluations_per_draw(ch)
     if not np.all(np.isfinite(out[0])):
         raise FloatingPointError(f"g_out of the fine rule is not finite at Q = "
                                  f"{np.asarray(Q).tolist()}")
     se._last_fine = (key, out)
     return out
+
+
+def evaluations_per_draw(channel) -> float:
+    """Posterior evaluations per draw of the last pass of a Laplace-RQMC ``channel``: its
+    mixture components times the Sobol points each used (per scrambling; both levels
+    run the same scramblings), averaged over the draws -- the cost model of Giles' share,
+    deterministic given the draws (wall-clock seconds would make the share, hence the
+    map, depend on the machine's load)."""
+    comps = np.asarray(channel.components, dtype=float).ravel()
+    used = np.asarray(channel.points_used, dtype=float).ravel()
+    return float(np.mean(comps * used))
 
 
 def multilevel_mean_stderr(sq_coarse, diff, groups):
