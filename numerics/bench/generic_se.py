@@ -31,24 +31,23 @@ axis, through the linearized map), deterministic, not a standard error.  Referen
 truncated Gaussians), ``E g^2(Q = 0.4475) = 0.542135746`` and the fixed point
 ``Q* = 0.4512016777`` (tests/glm/test_scalar_noisy_se.py re-derives both, slow tier).
 
-Measured 2026-11-28 on 2 cores under load ~8-10 (ratios only count):
+Measured 2026-11-28 21:20 UTC on 2 cores, one other job running (ratios only count):
 
-* scalar noisy: ScalarNoisySE Q = 0.45120203, refinement error 1.7e-5, 64 s (3.5e-7 from
-  the reference).  The old 40-node Gauss-Hermite check value 0.54222 was itself off by
-  9e-5 (96 nodes: 0.5421368, 192: 0.5421358).  Plain RQMC (16384 samples) earlier gave
-  0.4442 +- 0.00128: 5.5 of its standard errors below Q*; the y-grid RQMC (1024)
-  0.4508 +- 0.00028: 1.4.  At 4096 samples, 5 seeds: z = (Q - Q*)/stderr = -1.25,
-  -2.74, 0.03, -0.51, -0.11 (stderr 0.005-0.008, itself varying by 1.8x across seeds);
-  the map at Q* itself (plain, same seeds) -1.3, -2.6, 0.0, -0.5, -0.1 standard errors
-  from Q*/(1 - Q*).  At 16384 samples, seeds 0-2: z = -5.23, -1.57, -0.26 (stderr
-  0.0013-0.0021), the sampled map at Q* -5.6, -1.5, -0.25 of its standard errors from
-  Q*/(1 - Q*) = 0.822163: the understatement sits in the map's own RQMC standard error
-  (spread over 16 scramblings of a heavy-tailed g_out^2), not only in the fixed point's
-  propagation; 7 of the 8 runs lie below Q* (mean z -1.5).
-* sign(z1 z2), alpha 3.5: plain 0.4702 / 0.4696 +- 0.0026 in 410 s; exact sum over y with
-  the z1 <-> z2 average (4096 samples) 0.47218 = 0.47218 +- 0.00066 in 77 s: ratio 83.8,
-  agree within 1.25 joint errors, Q11 = Q22 exactly (load ~16, before this change).
-* depth-2 attention: falls back (reason printed): ratio 1.
+* scalar noisy |z|, alpha 1.5: plain RQMC 0.4442 +- 0.00134 in 5.3 s; Gauss-Hermite 96
+  (folded to 48) Q = 0.451204, error estimate 1.8e-5, 3.3 s (2.3e-6 from the nested-
+  quadrature Q* = 0.4512016777): ratio 8813, counted despite plain RQMC sitting 5.2 of its
+  stated errors below (its understated error: at 4096 samples, 5 seeds, z = -1.25, -2.74,
+  0.03, -0.51, -0.11; at 16384, seeds 0-2, z = -5.23, -1.57, -0.26, the sampled map at Q*
+  itself as far from Q*/(1 - Q*): the understatement sits in the map's own RQMC standard
+  error over 16 scramblings of a heavy-tailed g_out^2).
+* sign(z1 z2), alpha 3.5: plain 0.47023 / 0.46957 +- 0.0026 in 46.5 s; Gauss-Hermite 24^2
+  with the exact sum over y: 0.47076 = 0.47076 (Q12 = 0 exactly), error estimate 1.1e-5,
+  3.9 s: ratio 7.2e5, agree within 0.95 joint errors.
+* depth-2 attention, alpha 0.5: plain GH 30 on all 16384 samples 0.77295 +- 0.0018 in
+  24.4 s; two-level (GH 4 + (GH 30 - GH 4) on 720) 0.76976 +- 0.0029 in 7.8 s: ratio 1.2
+  (1.36 idle earlier), agree within 0.92.  Short of 20x: 71% of the per-sample variance is
+  eta given omega (y sampled: its observation has M r = 2 continuous coordinates and P M =
+  4, beyond the tensor design).
 
 Run: ``python numerics/bench/generic_se.py [NAME ...]`` (rows whose name contains a NAME)
 """
@@ -131,7 +130,8 @@ def main(argv):
         z = np.max(np.abs(rp.Q - rn.Q)[free] / np.maximum(joint[free], 1e-300))
         print(f"  plain RQMC ({PLAIN_SAMPLES} samples): Q = {np.round(rp.Q, 5).tolist()}, "
               f"max stderr {ep:.3g}, {tp:.1f} s, converged {rp.converged}")
-        print(f"  new ({rn.samples} nodes; {note_n}): Q = {np.round(rn.Q, 6).tolist()}, "
+        unit = "nodes" if rn.error_kind == "estimate" else "samples"
+        print(f"  new ({rn.samples} {unit}; {note_n}): Q = {np.round(rn.Q, 6).tolist()}, "
               f"max {'error estimate' if rn.error_kind == 'estimate' else 'stderr'} "
               f"{en:.3g}, {tn:.1f} s, converged {rn.converged}")
         print(f"  fixed points differ by at most {z:.2f} joint standard errors "
