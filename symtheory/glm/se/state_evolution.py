@@ -14,8 +14,12 @@ The expectation is an average over ``samples`` draws of ``(xi, eta, noise)`` dra
 **once** (common random numbers): the map is then a smooth deterministic function of
 ``Q`` alone (whatever was evaluated before), and the package's fixed-point engine
 (:func:`symtheory.core.solvers.fixed_point`: damped iteration, Newton polish, stability
-check) converges to machine precision on it.  The draws are randomized quasi-Monte Carlo
-by default (``sampling='rqmc'``): ``scrambles`` independently scrambled Sobol sequences
+check) converges to machine precision on it.  Where ``y`` given ``omega`` has a rule of
+its own (:mod:`symtheory.glm.se.observation`) and ``P M <= 2``, nothing is drawn by default
+(``sampling='auto'`` -> ``'gauss-hermite'``): ``xi`` runs over a Gauss-Hermite tensor rule,
+folded by the sign flips of an even model's rows, and the map is a deterministic
+quadrature whose error is estimated against a coarser rule.  Otherwise the draws are
+randomized quasi-Monte Carlo (``sampling='rqmc'``): ``scrambles`` independently scrambled Sobol sequences
 in the ``2 P M (+ outputs)`` normal coordinates (:func:`~symtheory.core.quadrature.
 scrambled_sobol_normals`), interleaved (sample ``s`` is point ``s // scrambles`` of
 scrambling ``s % scrambles``) so that every prefix -- the warm-up stages of
