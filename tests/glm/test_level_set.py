@@ -349,7 +349,7 @@ def test_se_map_integrated_matches_sampled_and_keeps_the_symmetry(sqdiff):
     from symtheory.glm.se.state_evolution import StateEvolution
 
     Q = 0.5 * np.eye(2)
-    rb = StateEvolution(sqdiff, 1.0, samples=64, check_channel=False)
+    rb = StateEvolution(sqdiff, 1.0, samples=64, check_channel=False, sampling="rqmc")
     assert rb.observation_note.startswith("y integrated given omega: tanh-sinh in y")
     qi, si, _ = rb.qhat(Q)
     assert abs(qi[0, 0] - qi[1, 1]) < 1e-5
@@ -369,7 +369,7 @@ def test_se_fixed_point_of_the_square_difference_at_alpha_1(sqdiff):
     its standard errors, with the rule's coarse level moving Q_hat by < 0.1 of them."""
     from symtheory.glm.se.state_evolution import StateEvolution
 
-    se = StateEvolution(sqdiff, 1.0, samples=256, check_channel=False)
+    se = StateEvolution(sqdiff, 1.0, samples=256, check_channel=False, sampling="rqmc")
     res = se.solve()
     assert res.converged and res.stable
     assert abs(res.Q[0, 0] - res.Q[1, 1]) < 1e-6

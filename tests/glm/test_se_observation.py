@@ -57,7 +57,7 @@ def test_discrete_integrated_agrees_with_sampled_and_is_exact_sum():
     error bars (4 sigma, t-scaled) of the sampled estimator's -- and its error is smaller."""
     m = sign_product()
     Q = np.diag([0.3, 0.2])
-    a = StateEvolution(m, 1.0, samples=4096, observation="integrate")
+    a = StateEvolution(m, 1.0, samples=4096, observation="integrate", sampling="rqmc")
     b = StateEvolution(m, 1.0, samples=4096, observation="sample", seed=1)
     assert a.observation_rule.kind == "discrete" and b.observation_rule is None
     qa, sa, _ = a.qhat(Q)
