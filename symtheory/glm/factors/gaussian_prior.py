@@ -12,6 +12,7 @@ import numpy as np
 import sympy as sp
 
 from ...core.codegen import Kernel
+from ...core.derive import cached_derivation
 from .prior import Prior
 
 
@@ -54,6 +55,45 @@ def gaussian_overlap_map(qhat=None, variance=1):
     return sp.simplify(sp.factor(F))
 
 
+@cached_derivation
+def gaussian_prior_derivations() -> dict:
+    """Everything :class:`GaussianPrior` compiles, derived by SymPy from the log-partition
+    (cached on disk, keyed by the package sources: :func:`~symtheory.core.derive.
+    cached_derivation`; the derivation costs ~6 s of SymPy integration a process).
+
+    ``F`` = the overlap map ``qhat/(1 + qhat)`` and ``dF`` its derivative (factored: the
+    plain derivative printed as ``t0 (1 - t1)``, ``t1 = F``, cancels at large ``qhat``,
+    1.6e-5 relative at 1.5e11); ``divided`` = ``(F(a) - F(b))/(a - b)``, the
+    Daleckii-Krein kernel of the matrix function's derivative, with the ``a - b`` factor
+    cancelled (it holds at ``a = b``, where it is ``F'``, and does not cancel where ``F``
+    rounds to 1); ``inverse`` = ``F^{-1}(q)``; ``psi`` = ``psi_P(qhat) = E log Z(qhat w0 +
+    sqrt(qhat) xi, qhat)`` (Eqs. (10)-(11) of arXiv:2502.00901); ``c_in(A)`` = ``d f_in /
+    db``, with ``f_in = c_in(A) b`` checked linear in ``b`` (so the matrix form is
+    ``f_in(B, A) = c_in(A) B`` exactly).  Each check raises ``RuntimeError`` naming it."""
+    qhat = sp.Symbol("qhat", nonnegative=True)
+    F = gaussian_overlap_map(qhat)
+    a_, b_ = sp.symbols("a b", nonnegative=True)
+    dd = sp.factor(sp.cancel((F.subs(qhat, a_) - F.subs(qhat, b_)) / (a_ - b_)))
+    if sp.simplify(dd.subs(b_, a_) - sp.diff(F, qhat).subs(qhat, a_)) != 0 or \
+            sp.denom(dd).subs(b_, a_) == 0:
+        raise RuntimeError(f"prior overlap map: divided difference not regular at a = b: {dd}")
+    q = sp.Symbol("q", positive=True)
+    inv = list(sp.solve(sp.Eq(F, q), qhat))
+    if len(inv) != 1:
+        raise RuntimeError(f"prior overlap map not uniquely invertible: {inv}")
+    b, A = sp.symbols("b_ A_", real=True)
+    w0, xi = sp.symbols("w0_ xi_", real=True)
+    logZ = gaussian_log_partition(b, A)
+    field = qhat * w0 + sp.sqrt(qhat) * xi
+    psi = sp.simplify(gaussian_expectation(sp.expand(logZ.subs({b: field, A: qhat})), w0, xi))
+    f_in = sp.diff(logZ, b)
+    c_in = sp.simplify(sp.diff(f_in, b))
+    if c_in.has(b) or sp.simplify(f_in - c_in * b) != 0:
+        raise RuntimeError(f"Gaussian prior: f_in is not linear in b ({f_in})")
+    return {"qhat": qhat, "F": F, "dF": sp.factor(sp.diff(F, qhat)), "a": a_, "b": b_,
+            "divided": dd, "q": q, "inverse": inv[0], "psi": psi, "A": A, "c_in": c_in}
+
+
 class GaussianPrior(Prior):
     """Standard Gaussian prior ``N(0, I_P)`` on each weight column: ``rho = I``.
 
@@ -75,48 +115,22 @@ class GaussianPrior(Prior):
 
     def __init__(self):
         if GaussianPrior._kernel is None:
-            qhat = sp.Symbol("qhat", nonnegative=True)
-            F = gaussian_overlap_map(qhat)
+            d = gaussian_prior_derivations()
+            qhat, a_, b_, q, A = d["qhat"], d["a"], d["b"], d["q"], d["A"]
             GaussianPrior._kernel = Kernel("prior_gaussian_overlap", (qhat,),
-                                           # factored: the plain derivative printed as
-                                           # t0 (1 - t1), t1 = F, cancelling at large
-                                           # qhat (1.6e-5 relative at 1.5e11)
-                                           [F, sp.factor(sp.diff(F, qhat))], vector_args=(qhat,),
+                                           [d["F"], d["dF"]], vector_args=(qhat,),
                                            doc="overlap map F(qhat) of the N(0,1) prior and dF/dqhat")
-            # divided difference (F(a) - F(b))/(a - b), the Daleckii-Krein kernel of the
-            # matrix function's derivative: derived with the a - b factor cancelled, so it
-            # holds at a = b (where it is F') and does not cancel where F rounds to 1
-            a_, b_ = sp.symbols("a b", nonnegative=True)
-            dd = sp.factor(sp.cancel((F.subs(qhat, a_) - F.subs(qhat, b_)) / (a_ - b_)))
-            if sp.simplify(dd.subs(b_, a_) - sp.diff(F, qhat).subs(qhat, a_)) != 0 or \
-                    sp.denom(dd).subs(b_, a_) == 0:
-                raise RuntimeError(f"prior overlap map: divided difference not regular at a = b: {dd}")
-            GaussianPrior._divided = Kernel("prior_gaussian_divided_difference", (a_, b_), [dd],
-                                            vector_args=(a_, b_),
+            GaussianPrior._divided = Kernel("prior_gaussian_divided_difference", (a_, b_),
+                                            [d["divided"]], vector_args=(a_, b_),
                                             doc="(F(a) - F(b))/(a - b) of the N(0,1) prior map")
-            q = sp.Symbol("q", positive=True)
-            inv = [r for r in sp.solve(sp.Eq(F, q), qhat)]
-            if len(inv) != 1:
-                raise RuntimeError(f"prior overlap map not uniquely invertible: {inv}")
-            GaussianPrior._inverse = Kernel("prior_gaussian_overlap_inverse", (q,), inv,
-                                            vector_args=(q,),
+            GaussianPrior._inverse = Kernel("prior_gaussian_overlap_inverse", (q,),
+                                            [d["inverse"]], vector_args=(q,),
                                             doc="inverse of the N(0,1) prior overlap map")
-            # psi_P(qhat) = E log Z(qhat w0 + sqrt(qhat) xi, qhat), Eqs. (10)-(11) of
-            # arXiv:2502.00901 (scalar channel)
-            b, A = sp.symbols("b_ A_", real=True)
-            w0, xi = sp.symbols("w0_ xi_", real=True)
-            logZ = gaussian_log_partition(b, A)
-            field = qhat * w0 + sp.sqrt(qhat) * xi
-            psi = sp.simplify(gaussian_expectation(sp.expand(logZ.subs({b: field, A: qhat})), w0, xi))
-            GaussianPrior._psi = Kernel("prior_gaussian_psi", (qhat,), [psi], vector_args=(qhat,),
+            GaussianPrior._psi = Kernel("prior_gaussian_psi", (qhat,), [d["psi"]],
+                                        vector_args=(qhat,),
                                         doc="prior free-entropy term psi_P(qhat) of N(0,1)")
-            # input functions: f_in = d logZ/db, c_in = d f_in/db.  For the Gaussian prior
-            # f_in is linear in b, so the matrix form is f_in(B, A) = c_in(A) B exactly.
-            f_in = sp.diff(logZ, b)
-            c_in = sp.simplify(sp.diff(f_in, b))
-            if c_in.has(b) or sp.simplify(f_in - c_in * b) != 0:
-                raise RuntimeError(f"Gaussian prior: f_in is not linear in b ({f_in})")
-            GaussianPrior._c_in = Kernel("prior_gaussian_c_in", (A,), [c_in], vector_args=(A,),
+            GaussianPrior._c_in = Kernel("prior_gaussian_c_in", (A,), [d["c_in"]],
+                                         vector_args=(A,),
                                          doc="posterior variance c_in(A) of the N(0,1) prior")
 
     def rho(self, P):
