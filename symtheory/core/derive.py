@@ -106,6 +106,26 @@ def cached_derivation(*args):
     return _decorate
 
 
+def cached_result(name: str, key: str, compute):
+    """``compute()``'s result, stored on disk under ``name`` and keyed by ``key`` and
+    :func:`package_digest` (an edited source file of the package invalidates it); a
+    result is stored only when ``compute`` returns (a check that raises is run again next
+    time).  For deterministic computations of a declaration (e.g. a channel's declaration
+    check at fixed points): ``key`` must hold everything the result depends on outside
+    the package's sources.  Every load and every computation is logged."""
+    digest = hashlib.sha256("\0".join([package_digest(), name, key]).encode()).hexdigest()[:24]
+    path = derivation_dir() / f"{name}_{digest}.pkl"
+    result = _read_entry(path)
+    if result is _MISSING:
+        t0 = time.perf_counter()
+        result = compute()
+        log.info("computed %s in %.2f s", name, time.perf_counter() - t0)
+        _write_entry(path, result)
+    else:
+        log.info("loaded %s from the cache (%s)", name, path.name)
+    return result
+
+
 def _decorate(func):
     memo: dict = {}
     outside = _outside_package(func)
@@ -114,17 +134,10 @@ def _decorate(func):
     def wrapper(*args):
         if args in memo:
             return memo[args]
-        parts = [package_digest(), func.__module__, func.__qualname__, repr(args)]
+        parts = [func.__module__, func.__qualname__, repr(args)]
         if outside:
             parts.append(_file_digest(outside))
-        key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
-        path = derivation_dir() / f"{func.__name__}_{key}.pkl"
-        result = _read_entry(path)
-        if result is _MISSING:
-            t0 = time.perf_counter()
-            result = func(*args)
-            log.info("derived %s in %.2f s", func.__name__, time.perf_counter() - t0)
-            _write_entry(path, result)
+        result = cached_result(func.__name__, "\0".join(parts), lambda: func(*args))
         memo[args] = result
         return result
 

@@ -568,3 +568,36 @@ def test_dispatcher_without_disk_cache_is_logged_too(caplog):
         assert codegen.logged_dispatcher(plus_one)(1) == 2
     assert "plus_one compiled in" in caplog.text and "not cached on disk" in caplog.text
     assert codegen.logged_dispatcher(plus_one) is plus_one
+
+
+def test_cached_result_stores_only_what_returned_and_keys_on_the_declaration(cache_root, caplog):
+    """core.derive.cached_result: computed once, then loaded (both logged); another key is
+    computed anew; a computation that raises stores nothing (a failed declaration check
+    runs again next time)."""
+    import logging
+
+    from symtheory.core.derive import cached_result
+
+    calls = []
+
+    def compute(v):
+        calls.append(v)
+        return {"value": v}
+
+    name = unique("tc_result")
+    with caplog.at_level(logging.INFO, logger="symtheory.derivations"):
+        assert cached_result(name, "link A", lambda: compute(1)) == {"value": 1}
+        assert cached_result(name, "link A", lambda: compute(2)) == {"value": 1}
+        assert cached_result(name, "link B", lambda: compute(3)) == {"value": 3}
+    assert calls == [1, 3]
+    assert any("loaded " + name in r.getMessage() for r in caplog.records)
+    assert any("computed " + name in r.getMessage() for r in caplog.records)
+
+    def fails():
+        calls.append("failed")
+        raise ValueError("identity missed")
+
+    for _ in range(2):
+        with pytest.raises(ValueError, match="identity missed"):
+            cached_result(name, "link C", fails)
+    assert calls.count("failed") == 2
