@@ -120,7 +120,7 @@ def _local_forms(branches, jacobians, crit, x, y, mods):
     delta = sp.Dummy("delta", real=True)
     out, exprs, unresolved = [], [], 0
     for c in crit:
-        def local(e):
+        def local(e, c=c):          # called in this iteration: bind c
             e = e.xreplace({x: c + delta})
             return e.replace(lambda a: a.is_Pow and a.exp.is_Rational and not a.exp.is_integer,
                              lambda a: sp.Pow(sp.expand(a.base), a.exp))
@@ -613,7 +613,6 @@ def output_nodes(structure, omega, Sigma, cuts, scale, *, rtol=1e-12, levels=(4,
     Returns ``(w (N,), mean (N, d), cov (N, d, d), error)`` at ``omega (d,)``,
     ``Sigma (d, d)``; ``w`` includes ``Z_out(y_k)`` (0 where ``y_k`` is not a value)."""
     omega = np.asarray(omega, dtype=float).reshape(-1)
-    d = omega.size
     prev = None
     for level in range(levels[0], levels[1] + 1):
         y, wy = output_pieces(cuts, scale, level)
