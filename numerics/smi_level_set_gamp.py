@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import output_dir, parser, write_csv, write_params  # noqa: E402
+from _common import output_dir, parser, write_csv, write_params
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,9 +84,9 @@ def main(argv=None):
     max_iter = args.max_iter or (20 if quick else 200)
     samples = args.samples or (64 if quick else 1024)
     out = output_dir(__file__, args)
-    params = dict(d=d, alphas=alphas, seeds=seeds, max_iter=max_iter, damping=args.damping,
-                  init_scale=0.1, se_samples=samples, se_seed=0, se_start="0.05 I",
-                  gamp_start_seed="seed + 2")
+    params = {"d": d, "alphas": alphas, "seeds": seeds, "max_iter": max_iter,
+              "damping": args.damping, "init_scale": 0.1, "se_samples": samples, "se_seed": 0,
+              "se_start": "0.05 I", "gamp_start_seed": "seed + 2"}
     write_params(out, params)
     t0 = time.time()
     rows, se_rows = [], []
@@ -105,20 +105,24 @@ def main(argv=None):
             ch = model.channel(None)
             for seed in seeds:
                 data = generate(model, d, alpha, seed=seed)
+                t_run = time.time()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", RuntimeWarning)
                     res = gamp_tokens(data.X, data.y, ch, damping=args.damping,
                                       max_iter=max_iter, seed=seed + 2, init_scale=0.1,
                                       truth=data.W)
+                seconds = time.time() - t_run
                 m = res.W @ data.W.T / np.sum(data.W ** 2, axis=1)[None, :]
                 ov, perm = matched(m)
                 rows.append({"link": name, "alpha": alpha, "seed": seed, "d": d,
                              "iterations": len(res.trace) - 1, "message": res.message,
+                             "seconds": seconds,
                              "m11": ov[0], "m22": ov[1], "permutation": "".join(map(str, perm)),
                              "SE_Q11": q[0], "SE_Q22": q[1], "SE_Q11_stderr": qe[0],
                              "SE_Q22_stderr": qe[1], "diff1": ov[0] - q[0], "diff2": ov[1] - q[1]})
                 print(f"[{time.time() - t0:6.0f}s]   seed {seed}: |m| {np.round(ov, 4)} "
-                      f"(rows {perm}), minus SE {np.round(ov - q, 4)}; {res.message}", flush=True)
+                      f"(rows {perm}), minus SE {np.round(ov - q, 4)}; {res.message}, "
+                      f"{seconds:.1f} s", flush=True)
     write_csv(out / "smi_level_set_gamp.csv", rows)
     write_csv(out / "smi_level_set_gamp_se.csv", se_rows)
     for name in models():

@@ -120,7 +120,7 @@ def _local_forms(branches, jacobians, crit, x, y, mods):
     delta = sp.Dummy("delta", real=True)
     out, exprs, unresolved = [], [], 0
     for c in crit:
-        def local(e):
+        def local(e, c=c):          # called in this iteration: bind c
             e = e.xreplace({x: c + delta})
             return e.replace(lambda a: a.is_Pow and a.exp.is_Rational and not a.exp.is_integer,
                              lambda a: sp.Pow(sp.expand(a.base), a.exp))
@@ -613,7 +613,6 @@ def output_nodes(structure, omega, Sigma, cuts, scale, *, rtol=1e-12, levels=(4,
     Returns ``(w (N,), mean (N, d), cov (N, d, d), error)`` at ``omega (d,)``,
     ``Sigma (d, d)``; ``w`` includes ``Z_out(y_k)`` (0 where ``y_k`` is not a value)."""
     omega = np.asarray(omega, dtype=float).reshape(-1)
-    d = omega.size
     prev = None
     for level in range(levels[0], levels[1] + 1):
         y, wy = output_pieces(cuts, scale, level)
@@ -668,7 +667,8 @@ def _trimmed_unit(level, t_max):
     return side[keep], gap[keep], w[keep], keep
 
 
-def fixed_level_set_moments(structure: LevelSetStructure, y, omega, Sigma, level, cuts=()):
+def fixed_level_set_moments(structure: LevelSetStructure, y, omega, Sigma, level, cuts=(),
+                            t_max=FIXED_T_MAX):
     """``(log Z, E[z|y] - omega, Cov(z|y) - Sigma)`` by tanh-sinh at one fixed ``level``.
 
     The pieces are cut at the level set's critical points, at the free index's prior mean
@@ -678,6 +678,10 @@ def fixed_level_set_moments(structure: LevelSetStructure, y, omega, Sigma, level
     no mode is located and no level chosen per sample, so the nodes move smoothly with
     ``omega`` and ``Sigma``: the result is a smooth function of them (a state-evolution
     map differenced by Newton); its accuracy is checked by the caller against ``level - 1``.
+    ``t_max``: the half-range of the unit rule (:data:`FIXED_T_MAX`; ``None`` keeps every
+    node, to ``T_MAX = 4``: no fold end is dropped, so the change to ``level - 1`` is the
+    whole error estimate -- what :class:`~symtheory.glm.factors.level_set.LevelSetChannel`
+    uses per sample).
     """
     y = np.asarray(y, dtype=float).reshape(-1)
     omega = np.asarray(omega, dtype=float).reshape(y.size, 2)
@@ -701,7 +705,10 @@ def fixed_level_set_moments(structure: LevelSetStructure, y, omega, Sigma, level
     drive = _driver(structure)
     if drive is None:
         return _level_sums(structure, y, bounds, ids, omega, prec, logdet, scale, level, Sigma)
-    side, gap, wunit, _ = _trimmed_unit(level, FIXED_T_MAX)
+    if t_max is None:
+        side, gap, wunit = tanh_sinh_unit(level)
+    else:
+        side, gap, wunit, _ = _trimmed_unit(level, t_max)
     logZ, mean, cov = np.empty(y.size), np.empty((y.size, 2)), np.empty((y.size, 2, 2))
     nb = len(structure.branches)
     drive.fixed(y, omega, prec, logdet, np.ascontiguousarray(bounds),
