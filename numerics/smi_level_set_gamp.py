@@ -5,7 +5,8 @@ Links ``y = z1^2 - z2^2`` (examples/square_difference.py) and ``y = z1 z2``, dec
 without noise: the channel is the Gaussian on the level set ``{g(z) = y}`` (co-area
 formula, glm/integrate/level_set.py), GAMP (Algorithm 1, smi.md 5) calls it per sample;
 the SE integrates ``y`` given ``omega`` on the same level sets (glm/se/observation.py,
-kind 'level set') and samples only ``omega`` (RQMC).
+kind 'level set') and, with nothing sampled, omega on a Gauss-Hermite tensor rule
+(``sampling='auto'``), solved to an error estimate of ``--se-target`` on every overlap.
 
 Per link, alpha and seed: the final normalized overlaps ``m_ab = W_hat_a . W*_b /
 |W*_b|^2``, matched to the teacher's rows by the row permutation of largest
@@ -20,8 +21,8 @@ invariant, so its SE fixed point is the rotated one of ``z1^2 - z2^2``: ``q I`` 
 
 Writes smi_level_set_gamp.csv (one row per link, alpha, seed), smi_level_set_gamp_se.csv
 and params.json (seeds, version, command) into numerics/out/smi_level_set_gamp/ (or
---out).  Full: d = 1000, alphas 1 and 1.5, seeds 0 1, SE on 1024 samples; --quick: d =
-100, alpha 1, one seed, SE on 64 samples (checks the pipeline, not the numbers).
+--out).  Full: d = 1000, alphas 1 and 1.5, seeds 0 1, SE to 2e-3; --quick: d = 100,
+alpha 1, one seed, SE on 8 nodes per axis (checks the pipeline, not the numbers).
 
     python numerics/smi_level_set_gamp.py [--quick] [--d D] [--alphas A ...] [--seeds S ...]
 """
@@ -69,7 +70,8 @@ def main(argv=None):
                    help="n/d (default 1 1.5; quick 1)")
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="data seeds (default 0 1)")
     p.add_argument("--max-iter", type=int, default=None, help="GAMP iterations (default 200)")
-    p.add_argument("--samples", type=int, default=None, help="SE samples (default 1024)")
+    p.add_argument("--se-target", type=float, default=2e-3,
+                   help="error estimate wanted on the SE's overlaps (default 2e-3)")
     p.add_argument("--damping", type=float, default=0.3,
                    help="GAMP damping, the weight of the previous iterate (default 0.3)")
     args = p.parse_args(argv)
@@ -82,18 +84,19 @@ def main(argv=None):
     alphas = args.alphas or ([1.0] if quick else [1.0, 1.5])
     seeds = args.seeds or ([0] if quick else [0, 1])
     max_iter = args.max_iter or (20 if quick else 200)
-    samples = args.samples or (64 if quick else 1024)
+    nodes = 8 if quick else 24
     out = output_dir(__file__, args)
     params = {"d": d, "alphas": alphas, "seeds": seeds, "max_iter": max_iter,
-              "damping": args.damping, "init_scale": 0.1, "se_samples": samples, "se_seed": 0,
+              "damping": args.damping, "init_scale": 0.1, "se_omega_nodes": nodes, "se_target": args.se_target, "se_seed": 0,
               "se_start": "0.05 I", "gamp_start_seed": "seed + 2"}
     write_params(out, params)
     t0 = time.time()
     rows, se_rows = [], []
     for name, model in models().items():
         for alpha in alphas:
-            se = StateEvolution(model, alpha, samples=samples, seed=0)
-            fp = se.solve(0.05 * np.eye(2))
+            se = StateEvolution(model, alpha, omega_nodes=nodes)
+            fp = (se.solve(0.05 * np.eye(2)) if quick else
+                  se.solve_to_target(args.se_target, 0.05 * np.eye(2)))
             q, qe = np.diag(fp.Q), np.diag(fp.Q_stderr)
             se_rows.append({"link": name, "alpha": alpha, "Q11": q[0], "Q22": q[1],
                             "Q12": float(fp.Q[0, 1]), "Q11_stderr": qe[0], "Q22_stderr": qe[1],
