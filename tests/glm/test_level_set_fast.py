@@ -35,6 +35,8 @@ def _scaled_gap(m, ref, Sigma):
                float(np.max(np.abs(m.cov_shift - ref[2]) / np.outer(sd, sd))))
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # ~10 s: the default tier stays under 5 min
 @settings(max_examples=30, deadline=None)
 @given(link=st.sampled_from(sorted(LINKS)), z=st.tuples(*[st.floats(-3, 3)] * 2),
        om=st.tuples(*[st.floats(-2, 2)] * 2), v=st.tuples(*[st.floats(0.2, 1.5)] * 2),

@@ -91,12 +91,17 @@ class LevelSetChannel(MultiIndexChannel):
         key = self.rule
         if key not in self._check_cache:
             m = self.model
-            # and the channel's own moments at one fixed point, to 10 digits: a structure
-            # changed at run time (not through the sources) is checked, never looked up
+            # and the channel's own moments at one fixed point, to 10 digits, by its fast
+            # path and by the adaptive rule the check's tower uses: a structure changed at
+            # run time (not through the sources) is checked, never looked up
             z0 = np.linspace(-0.8, 0.9, m.P * m.M).reshape(1, m.P, m.M)
-            mom = self.moments(m.g(z0).reshape(1, -1), 0.3 * z0, 0.7 * np.eye(m.P))
-            fingerprint = np.round(np.concatenate([mom.log_partition.ravel(),
-                                                   np.ravel(mom.output_functions()[0])]), 10)
+            y0, V0 = m.g(z0).reshape(1, -1), 0.7 * np.eye(m.P)
+            mom = self.moments(y0, 0.3 * z0, V0)
+            adaptive = level_set_moments(self.structure, y0[:, 0], 0.3 * z0.reshape(1, -1),
+                                         np.kron(V0, np.eye(m.M)), rtol=1e-10)
+            fingerprint = np.round(np.concatenate(
+                [mom.log_partition.ravel(), np.ravel(mom.output_functions()[0]),
+                 np.ravel(adaptive[0]), np.ravel(adaptive[1])]), 10)
             declaration = " ".join([sp.srepr(m.link), sp.srepr(m.indices),
                                     sp.srepr(sorted(m.params.items(), key=str)), repr(key),
                                     repr(fingerprint.tolist())])
