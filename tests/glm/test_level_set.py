@@ -42,6 +42,9 @@ def _bessel_moments(y):
         return (logp, big, small) if y > 0 else (logp, small, big)
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # 111 s in the last default run (hypothesis y up to 40: the fast path's
+#                       fallbacks to the adaptive rule), over the default tier's 5 min
 @settings(max_examples=25, deadline=None)
 @given(st.floats(-40, 40).filter(lambda v: abs(v) > 1e-8))
 def test_moments_match_the_bessel_closed_form(sqdiff, y):
