@@ -285,6 +285,32 @@ def _preimage_section(model, kind, ch, why):
     if kind == "level_set":
         sheets = getattr(ch.structure, "sheets", None)
         z = list(model.indices)
+        nested = getattr(ch.structure, "inner", None)
+        if nested is not None:
+            out = ch.structure
+            y = model.output_symbols[0, 0]
+            zo = z[out.outer]
+            y_in = y / out.factor if out.kind == "product" else y - out.factor
+            form = "a(z_o) h(z_r)" if out.kind == "product" else "a(z_o) + h(z_r)"
+            sec.add("level_set_separation", f"the link as {form} over the outer index {zo} "
+                    "(SymPy separatevars); the inner level set is h(z_r) = y'",
+                    sp.Matrix([[out.factor, nested.link, y_in]]))
+            if out.kind == "product":
+                sec.add("level_set_outer_weight", "co-area weight of the outer index: "
+                        "delta(y - a h) = delta(h - y/a) / |a|", 1 / sp.Abs(out.factor))
+            rest = [z[i] for i in out.rest]
+            sub = {nested.y: y_in}
+            sec.add("level_set_branches", f"inner preimage branches {rest[nested.solved]} = "
+                    f"h_k(y', {rest[nested.free]}) (SymPy solve)",
+                    sp.Matrix(nested.branches).xreplace(sub))
+            sec.add("level_set_jacobians", f"|dh/d{rest[nested.solved]}| at each branch",
+                    sp.Matrix(nested.jacobians).xreplace(sub))
+            sec.add("level_set_critical", f"inner critical points in {rest[nested.free]}",
+                    sp.Matrix(nested.critical_points or [sp.nan]).xreplace(sub))
+            sec.add("integration", "how Z_out is integrated", note=f"{ch.method}: numerical "
+                    f"(tanh-sinh over {zo} around the inner tanh-sinh level set, no closed "
+                    "form)")
+            return sec
         for k, st in enumerate(sheets or (ch.structure,)):
             # a link with switches: one smooth piece per sign orthant
             tag, where = ("", "") if sheets is None else (f"_orthant_{k}",
@@ -402,7 +428,11 @@ def _expect_y(expr, Zy, ys, values):
 
 def _threshold_sections(model, kind, ch, Jf, mu, ys, values, noise, prior, funcs, even):
     from .thresholds.expectations import choose_method
-    from .thresholds.operator import operator_matrix, prior_jacobian, tensor_from_jacobians
+    from .thresholds.operator import (
+        operator_matrix,
+        prior_jacobian,
+        tensor_from_jacobians,
+    )
 
     op = Section("operator", "Linearized state evolution at the trivial point (Eq. 15)")
     th = Section("threshold", "Threshold equation (Eq. 16)")

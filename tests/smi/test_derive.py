@@ -29,6 +29,9 @@ MODELS = {
     "prod3": (('z1, z2, z3 = sp.symbols("z1 z2 z3", real=True)\n'
                'model = MultiIndexModel("prod3", sp.Matrix([[z1], [z2], [z3]]), '
                'sp.Matrix([z1 * z2 * z3]), description="y = z1 z2 z3 + noise")\n'), 0.1),
+    "pairs3": (('z1, z2, z3 = sp.symbols("z1 z2 z3", real=True)\n'
+                'model = MultiIndexModel("pairs3", sp.Matrix([[z1], [z2], [z3]]), '
+                'sp.Matrix([z1 * z2 + z2 * z3 + z1 * z3]), description="y = e_2(z)")\n'), 0.1),
 }
 SECTIONS = ("Link", "Symmetry group", "Preimages / output cells",
             "Output channel: Z_out and the moments of g_out",
@@ -234,13 +237,24 @@ def test_symbolic_operator_is_the_numeric_one():
 
 
 def test_not_derivable_is_said_not_omitted(tmp_path):
-    path = _file(tmp_path, "prod3")
+    path = _file(tmp_path, "pairs3")
     d = derive(load_model(path))          # noiseless, 3 indices: no reduction, not discrete,
-    #                                       no level set of one free index
+    #                                       separates in no index (no nested level set)
     assert d.item("preimages").note.startswith("not derivable")
     assert d.item("threshold_equation").expr is None
     text = render(d, "sympy")
     assert "# preimages: preimages -- not derivable" in text
+
+
+def test_a_nested_level_set_shows_its_separation(tmp_path):
+    """y = z1 z2 z3 noiseless: z1 (z2 z3), the inner level y' = y / z1, weight 1/|z1|."""
+    d = derive(load_model(_file(tmp_path, "prod3")))
+    z1, z2, z3 = sp.symbols("z1 z2 z3", real=True)
+    a, h, y_in = d.item("level_set_separation").expr
+    assert (a, h) == (z1, z2 * z3) and sp.simplify(y_in * z1).free_symbols.isdisjoint({z1})
+    assert d.item("level_set_outer_weight").expr == 1 / sp.Abs(z1)
+    (branch,) = d.item("level_set_branches").expr
+    assert sp.simplify(branch * z1 * z3 - y_in * z1) == 0
 
 
 def test_out_writes_the_file(tmp_path, capsys):

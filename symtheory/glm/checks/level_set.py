@@ -34,7 +34,7 @@ LEVEL_SET_RTOL = 1e-6
 def _tower(channel, omega, V, cuts, scale):
     """``int dy Z_out(y) (1, E[Z|y], E[ZZ^T|y])`` (tanh-sinh in ``y``, to 1e-8: two
     orders below :data:`LEVEL_SET_RTOL`)."""
-    from ..integrate.level_set import output_nodes
+    from ..integrate.level_set_output import output_nodes
 
     Sigma = np.kron(V, np.eye(channel.M))
     w, mean, cov, _ = output_nodes(channel.structure, omega.reshape(-1), Sigma, cuts, scale,

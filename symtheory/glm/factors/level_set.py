@@ -20,10 +20,10 @@ from ..integrate.level_set import (
     _driver,
     fixed_level_set_moments,
     level_set_moments,
-    level_set_structure,
     link_critical_points,
 )
 from ..integrate.moments import Moments
+from ..integrate.nested_level_set import link_level_set
 from .channel import MultiIndexChannel
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class LevelSetChannel(MultiIndexChannel):
 
     def __init__(self, model):
         super().__init__(model)
-        self.structure = level_set_structure(model.link, model.indices, model.params)
+        self.structure = link_level_set(model.link, model.indices, model.params)
         self.method = "noiseless link, " + self.structure.describe()
         st = self.structure
         self.fast = (isinstance(st, LevelSetStructure) and st.signs is None
@@ -147,9 +147,9 @@ class LevelSetChannel(MultiIndexChannel):
         ``error`` the change to ``FAST_LEVEL - 1`` in the adaptive rule's units (``log Z``;
         means over prior standard deviations, covariances over their products); ``inf``
         (all to the adaptive rule) where there is no Numba path."""
-        n = y.size
+        n, d = y.size, Sigma.shape[0]
         if not self.fast or _driver(self.structure) is None:
-            return (np.full(n, -np.inf), np.full((n, 2), np.nan), np.full((n, 2, 2), np.nan),
+            return (np.full(n, -np.inf), np.full((n, d), np.nan), np.full((n, d, d), np.nan),
                     np.full(n, np.inf))
         fine = fixed_level_set_moments(self.structure, y, omega, Sigma, FAST_LEVEL,
                                        self.fast_cuts, t_max=None)

@@ -29,8 +29,10 @@ each a smooth link whose level set is masked to its orthant, the orthant's faces
 the zeros of the preimage being cuts; ``Z_out`` and the moments are the sums over the
 orthants (:func:`_sum_sheets`).
 
-Only ``d - 1 = 1`` free index is integrated here (``d <= 2``, e.g. ``z1^2 - z2^2``,
-``z1 z2``, ``z1 / (1 + z2^2)``); a link of more indices (``z1 z2 z3``) raises
+One free index is integrated here (``d <= 2``, e.g. ``z1^2 - z2^2``, ``z1 z2``,
+``z1 / (1 + z2^2)``); a link of three indices that separates in one of them (``z1 z2
+z3``, ``z1^2 + z2 z3``) nests an outer index over this two-index rule
+(:mod:`.nested_level_set`); other links of more indices raise
 :class:`~symtheory.glm.integrate.link_structure.NotApplicable` with the reason.
 """
 from __future__ import annotations
@@ -184,14 +186,17 @@ def level_set_structure(link: sp.Matrix, indices: sp.Matrix, params: dict):
     is split into its sign orthants (:func:`orthant_links`), each a smooth link
     restricted to its orthant: an :class:`OrthantLevelSet` of the pieces.
 
-    Raises :class:`NotApplicable` if the link has more than one output, more than two
+    A link of three indices raises :class:`NotApplicable`: it is nested over the index it
+    separates in by :func:`~.nested_level_set.link_level_set`, the entry point of both.
+
+    Raises :class:`NotApplicable` if the link has more than one output, more than three
     indices, switches away from the coordinate hyperplanes, or no index SymPy can solve
     for (on some orthant)."""
     if link.shape != (1, 1):
         raise NotApplicable(f"the level-set channel needs one output, the link has {link.shape}")
     z = list(indices)
-    if len(z) > 2:
-        raise NotApplicable(f"level sets of {len(z) - 1} > 1 free indices are not integrated "
+    if len(z) > 3:
+        raise NotApplicable(f"level sets of {len(z) - 1} > 2 free indices are not integrated "
                             "yet (declare output noise or a DeterministicReduction)")
     g = sp.sympify(link[0, 0]).xreplace({k: sp.nsimplify(v) for k, v in params.items()})
     if g.has(sp.DiracDelta):
@@ -206,6 +211,9 @@ def level_set_structure(link: sp.Matrix, indices: sp.Matrix, params: dict):
             "(discrete channel); declare output noise")
     if not g.free_symbols & set(z):
         raise NotApplicable("the link does not depend on the indices")
+    if len(z) == 3:
+        raise NotApplicable("a link of three indices nests an outer index over a two-index "
+                            "level set: nested_level_set.link_level_set builds it")
     if g.has(*_SWITCHES):
         sheets = tuple(_smooth_structure(gs, z, signs) for signs, gs in orthant_links(g, z))
         return OrthantLevelSet(sheets)
@@ -293,18 +301,6 @@ def _gradient_zeros(g, z) -> list[float]:
         if abs(v.imag) < 1e-12:
             out.append(v.real)
     return sorted(set(out))
-
-
-def output_pieces(cuts, scale, level):
-    """Tanh-sinh nodes and weights in ``y`` on the real line cut at ``cuts`` (the
-    critical values), infinite pieces mapped with ``scale``: ``(y (N,), w (N,))``."""
-    cuts = np.asarray(cuts, dtype=float).reshape(1, -1)
-    if cuts.size == 0:
-        cuts = np.zeros((1, 1))
-    bounds, _ = _pieces(cuts, np.full(cuts.shape, -1))
-    x, w, _, _ = _piece_nodes(bounds[:, :-1], bounds[:, 1:], np.array([scale]), level)
-    keep = w.reshape(-1) > 0
-    return x.reshape(-1)[keep], w.reshape(-1)[keep]
 
 
 # ---------------------------------------------------------------------- integration
@@ -484,6 +480,8 @@ def level_set_moments(structure: LevelSetStructure, y, omega, Sigma, *,
     """:func:`_level_set_moments_chunk` over chunks of :data:`CHUNK` samples (and over
     the orthants of an :class:`OrthantLevelSet`, :func:`_sum_sheets`)."""
     y = np.asarray(y, dtype=float).reshape(-1)
+    if hasattr(structure, "moments"):     # a nested level set (.nested_level_set)
+        return structure.moments(y, omega, Sigma, rtol=rtol, max_level=max_level)
     omega = np.asarray(omega, dtype=float).reshape(y.size, 2)
     if isinstance(structure, OrthantLevelSet):
         return _sum_sheets([level_set_moments(sh, y, omega, Sigma, rtol=rtol,
@@ -547,25 +545,37 @@ def _level_set_moments_chunk(structure: LevelSetStructure, y, omega, Sigma, *,
     bounds, ids = _pieces(cuts, ids)
     bounds, ids = _split_at_modes(structure, y, bounds, ids, omega, prec, logdet, scale)
     pieces = _live_pieces(structure, y, bounds, ids, omega, prec, logdet, scale)
-    out = (np.full(y.size, -np.inf), np.full((y.size, 2), np.nan),
-           np.full((y.size, 2, 2), np.nan), np.zeros(y.size))
-    active = np.arange(y.size)
+    floor = np.sqrt(np.finfo(float).eps) if structure.unresolved_folds else 0.0
+    # a fold SymPy did not cancel: its 1/sqrt end is lost below sqrt(eps) (the floor)
+    return refine_by_levels(
+        lambda act, level: _level_sums(structure, y[act], tuple(p[act] for p in pieces),
+                                       omega[act], prec, logdet, scale[act], level, Sigma),
+        range(FIRST_LEVEL, max_level + 1), y.size, sd, rtol, floor)
+
+
+def refine_by_levels(stage, levels, n, sd, rtol, floor=0.0):
+    """Per sample, the first of ``levels`` that agrees with the one before to ``rtol``:
+    ``stage(active, level)`` gives ``(log Z, mean shift, cov shift)`` of the samples
+    ``active``; only those not yet converged are refined.  The change is measured in
+    ``log Z`` and in the moments over the prior standard deviations ``sd`` (and their
+    products), at least ``floor``; the last level is taken whatever it reached.  Returns
+    ``(log Z, mean shift, cov shift, change)``."""
+    d = sd.size
+    out = (np.full(n, -np.inf), np.full((n, d), np.nan), np.full((n, d, d), np.nan),
+           np.zeros(n))
+    levels = list(levels)
+    active = np.arange(n)
     prev = None
-    for level in range(FIRST_LEVEL, max_level + 1):
-        # only the samples not yet converged are refined
-        cur = _level_sums(structure, y[active], tuple(p[active] for p in pieces), omega[active],
-                          prec, logdet, scale[active], level, Sigma)
+    for level in levels:
+        cur = stage(active, level)
         if prev is not None:
             with np.errstate(invalid="ignore"):   # -inf - -inf: y off this (orthant) piece
                 err = np.maximum.reduce([
                     np.abs(cur[0] - prev[0]),
                     np.max(np.abs(cur[1] - prev[1]) / sd, axis=1),
                     np.max(np.abs(cur[2] - prev[2]) / np.outer(sd, sd), axis=(1, 2))])
-            err = np.where(np.isfinite(cur[0]), err, 0.0)
-            if structure.unresolved_folds:
-                # a fold SymPy did not cancel: its 1/sqrt end is lost below sqrt(eps)
-                err = np.maximum(err, np.sqrt(np.finfo(float).eps))
-            done = (err <= rtol) | (level == max_level)
+            err = np.maximum(np.where(np.isfinite(cur[0]), err, 0.0), floor)
+            done = (err <= rtol) | (level == levels[-1])
             for k in range(3):
                 out[k][active[done]] = cur[k][done]
             out[3][active[done]] = err[done]
@@ -601,35 +611,6 @@ def _level_sums(structure, y, pieces, omega, prec, logdet, scale, level, Sigma):
         mean = s1 / s0[:, None]
         cov = s2 / s0[:, None, None] - mean[:, :, None] * mean[:, None, :]
     return logZ, mean, cov - Sigma[None]
-
-
-def output_nodes(structure, omega, Sigma, cuts, scale, *, rtol=1e-12, levels=(4, 10)):
-    """The output density on tanh-sinh nodes in ``y``: ``E_y f(y) = sum_k w_k f(y_k)``.
-
-    ``y`` ranges over the real line cut at the link's critical values ``cuts`` (where the
-    density has its ``log`` singularities; tanh-sinh's clustering at the cuts integrates
-    them), infinite pieces mapped with ``scale``.  Levels are doubled until the weighted
-    moments ``sum w (1, E[z|y], E[z z^T|y])`` change by less than ``rtol`` (relative).
-    Returns ``(w (N,), mean (N, d), cov (N, d, d), error)`` at ``omega (d,)``,
-    ``Sigma (d, d)``; ``w`` includes ``Z_out(y_k)`` (0 where ``y_k`` is not a value)."""
-    omega = np.asarray(omega, dtype=float).reshape(-1)
-    prev = None
-    for level in range(levels[0], levels[1] + 1):
-        y, wy = output_pieces(cuts, scale, level)
-        logZ, shift, cov_shift, _ = level_set_moments(
-            structure, y, np.repeat(omega[None], y.size, axis=0), Sigma, rtol=min(rtol, 1e-10))
-        ok = np.isfinite(logZ) & np.all(np.isfinite(cov_shift.reshape(y.size, -1)), axis=1)
-        w = np.where(ok, wy * np.exp(np.where(ok, logZ, -np.inf)), 0.0)
-        mean = np.where(ok[:, None], omega[None] + shift, 0.0)
-        cov = np.where(ok[:, None, None], cov_shift + Sigma[None], 0.0)
-        second = cov + mean[:, :, None] * mean[:, None, :]
-        stat = np.concatenate([[w.sum()], w @ mean, np.einsum("k,kij->ij", w, second).ravel()])
-        if prev is not None:
-            error = float(np.max(np.abs(stat - prev)) / max(np.max(np.abs(stat)), 1e-300))
-            if error <= rtol:
-                break
-        prev = stat
-    return w, mean, cov, error
 
 
 # ------------------------------------------------------------ fixed rule (state evolution)

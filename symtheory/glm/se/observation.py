@@ -134,6 +134,9 @@ class ObservationRule:
         from ..integrate.level_set import critical_values, link_critical_points
 
         st = channel.structure
+        if not hasattr(st, "complex_branches"):
+            raise NotApplicable(f"{st.describe()}: the fixed rule integrates one smooth "
+                                "two-index level set, not orthant sheets or a nested one")
         if st.complex_branches:
             raise NotApplicable("level-set branches in complex arithmetic (Cardano): the "
                                 "fixed rule has no Numba path for them")

@@ -609,7 +609,7 @@ def _output_quadrature_operator(model, noise_variance, level, rule=None, symmetr
     is ``sum w Z_out`` (1 up to the rule and the dropped tails), ``info['channel_error']``
     the channel's stated moment errors carried to ``T`` (absolute, first order)."""
     from ...core.quadrature import AdaptiveRule
-    from ..integrate.level_set import output_pieces
+    from ..integrate.level_set_output import output_pieces
 
     P, M = model.P, model.M
     ch = model.channel(noise_variance, rule or AdaptiveRule(rtol=OUTPUT_QUADRATURE_RULE_RTOL))
@@ -656,7 +656,8 @@ def _level_set_operator(model, rtol=1e-12):
     (:func:`symtheory.glm.integrate.level_set.output_nodes`, refined to ``rtol``), the
     posterior moments at each ``y`` on the level set.  Returns ``(T, first, info)`` with
     the refinement's last relative change as ``info['error']``."""
-    from ..integrate.level_set import critical_values, output_nodes
+    from ..integrate.level_set import critical_values
+    from ..integrate.level_set_output import output_nodes
 
     ch = model.channel()
     P, M = model.P, model.M
@@ -687,11 +688,11 @@ def choose_method(model, noise_variance=None) -> str:
 
 
 def _has_level_set(model) -> bool:
-    from ..integrate.level_set import level_set_structure
+    from ..integrate.nested_level_set import link_level_set
     from ..integrate.link_structure import NotApplicable
 
     try:
-        level_set_structure(model.link, model.indices, model.params)
+        link_level_set(model.link, model.indices, model.params)
     except NotApplicable:
         return False
     return True
