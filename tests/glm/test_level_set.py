@@ -378,3 +378,27 @@ def test_se_fixed_point_of_the_square_difference_at_alpha_1(sqdiff):
     assert abs(res.Q[0, 0] - res.Q[1, 1]) < 1e-6
     assert abs(res.Q[0, 0] - 0.22176) < 4 * res.Q_stderr[0, 0] < 0.02
     assert se.observation_qhat_error < 0.1
+
+
+def test_fixed_rule_of_cardano_branches_matches_the_adaptive_rule():
+    """y = z1^3 + z1 + z2: SymPy writes the real root with I (Cardano), which has no Numba
+    driver; the fixed rule's numpy path (complex arithmetic) agrees with the adaptive rule
+    at 1e-11 to 1e-12 at level 7 (measured 7e-16); it once passed its arguments wrong."""
+    from symtheory.glm.integrate.level_set import (
+        _driver,
+        fixed_level_set_moments,
+        level_set_moments,
+        level_set_structure,
+    )
+
+    st_ = level_set_structure(sp.Matrix([[z1 ** 3 + z1 + z2]]), sp.Matrix([z1, z2]), {})
+    assert st_.complex_branches and _driver(st_) is None
+    rng = np.random.default_rng(1)
+    om = 0.5 * rng.standard_normal((5, 2))
+    Sigma = np.array([[0.7, 0.2], [0.2, 0.5]])
+    x1 = om[:, 0] + 0.3
+    y = x1 ** 3 + x1 + om[:, 1] + 0.7 * rng.standard_normal(5)
+    ref = level_set_moments(st_, y, om, Sigma, rtol=1e-11)
+    got = fixed_level_set_moments(st_, y, om, Sigma, 7)
+    for g, r in zip(got, ref[:3]):
+        np.testing.assert_allclose(g, r, rtol=0, atol=1e-12)

@@ -685,7 +685,9 @@ def fixed_level_set_moments(structure: LevelSetStructure, y, omega, Sigma, level
                           np.concatenate([ids, np.full(extra.shape, -1)], axis=1))
     drive = _driver(structure)
     if drive is None:
-        return _level_sums(structure, y, bounds, ids, omega, prec, logdet, scale, level, Sigma)
+        # Cardano branches (written with I): the numpy path, complex arithmetic, every node
+        pieces = (bounds[:, :-1], bounds[:, 1:], ids[:, :-1], ids[:, 1:])
+        return _level_sums(structure, y, pieces, omega, prec, logdet, scale, level, Sigma)
     if t_max is None:
         side, gap, wunit = tanh_sinh_unit(level)
     else:
