@@ -253,10 +253,11 @@ def test_bad_inputs_are_refused(models):
         ch.gout(np.array([[1.0]]), np.zeros((1, 2, 1)), -np.eye(2))
     with pytest.raises(ParameterError, match="entries per sample"):
         models["hardmax"].channel().gout(np.array([[1.0]]), np.zeros((1, 1, 2)), np.eye(1))
-    # noiseless, not discrete and not a level set of two indices: refused with both reasons
+    # noiseless, not discrete, and a level set of three indices that separates in none
+    # (tanh(z1) z2 z3 separates: a nested level set): refused with both reasons
     Z3 = sp.Symbol("z3", real=True)
     three = MultiIndexModel("t_tanh_three", sp.Matrix([[Z1], [Z2], [Z3]]),
-                            sp.Matrix([[sp.tanh(Z1) * Z2 * Z3]]))
+                            sp.Matrix([[sp.tanh(Z1 * Z2) + Z1 * Z3]]))
     with pytest.raises(ParameterError, match="not discrete.*level set"):
         three.channel()
 

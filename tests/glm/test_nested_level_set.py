@@ -74,6 +74,8 @@ def test_a_link_separating_in_no_index_is_refused_by_name():
         link_level_set(sp.Matrix([[z1 * z2 * z3 * z4]]), sp.Matrix([z1, z2, z3, z4]), {})
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # 4 s: a check of the reference, not of the package
 def test_meijer_forms_match_the_bessel_integral():
     """The two reference forms agree (30 digits) at three values of y."""
     with mpmath.workdps(30):
@@ -101,6 +103,8 @@ def test_moments_at_the_trivial_point_match_meijer_g(triple, y, sign):
     assert triple.last_accuracy.max_error <= 1e-9
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # 7 s of SciPy nquad (five 2-D integrals over four quadrants)
 def test_moments_at_a_general_point_match_scipy_quadrature(triple):
     """Correlated Sigma, omega != 0: the co-area integral over (z1, z3) with ``z2 = y /
     (z1 z3)`` and weight ``1 / |z1 z3|``, SciPy ``nquad`` split at the poles (its own
