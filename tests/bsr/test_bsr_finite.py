@@ -133,6 +133,8 @@ def test_ridge_theory_matches_the_reference_general_formula():
 MNNE_DISPUTED = {(5.0, 0.881), (5.0, 0.64), (5.0, 0.882), (2.0, 0.879), (2.0, 0.939)}
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # 8 s; guards the MNNE table in CI
 def test_mnne_threshold_reference_table():
     """All 3,003 rows within 1e-6, except 5 whose reference value an mpmath minimization
     shows to be off (by 1e-6..2.7e-5; ours agrees with mpmath to 1e-15)."""

@@ -23,6 +23,8 @@ def _ours(row):
     return bsr.bo_point(row["alpha"], row["beta"], row["rho"], row["delta"]).mmse
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # 12 s; guards the headline reference curves in CI
 def test_reference_rows_subsample():
     """Every 9th theory row of fig1*, fig2* (2,900 rows); all rows: the slow test."""
     checked = 0

@@ -57,6 +57,8 @@ def test_fast_path_matches_the_adaptive_rule(channels, link, z, om, v, rho):
     assert _scaled_gap(m, ref, Sigma) <= 2e-10
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # 10 s
 def test_the_fast_path_carries_gamp_like_samples(channels):
     """At GAMP's scale (omega ~ N(0, 0.22 I), V = 0.78 I: the SE fixed point of alpha = 1)
     the fixed rule meets rtol 1e-10 at most samples: fewer than 10% go to the adaptive rule

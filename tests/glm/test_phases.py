@@ -46,6 +46,8 @@ def test_binary_perceptron_thresholds():
     assert rep.perfect_recovery
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # 10 s
 def test_symmetric_door_thresholds(door):
     ch, params = door
     rep = phase_transitions(ScalarGlmSE(ch, S.rademacher(), params))

@@ -686,6 +686,8 @@ def test_peak_rule_resolves_the_nearly_known_corner():
     assert peak[2] < 0.1 and gh30[2] > 0.3
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # 3 x 8 s: the default tier is held under 5 min
 @pytest.mark.parametrize("Q", [SATURATED_Q, np.diag([1 - 4e-3, 1 - 1e-8]), np.diag([0.5, 0.99])])
 def test_peak_rule_per_sample_accuracy_with_power_shares(Q):
     """Per sample (128 samples, skip 100), the default peak rule (Gauss-Hermite, 15 nodes per
