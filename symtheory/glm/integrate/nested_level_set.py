@@ -176,20 +176,21 @@ def nested_structure(g, z):
             outer=o, rest=tuple(i for i in range(3) if i != o), kind=kind, factor=a,
             link=g, inner=inner, inner_cuts=inner_cuts,
             factor_fn=sp.lambdify([zo], a, modules="numpy"),
-            cut_fn=_cut_function(fn, len(cut_exprs)))
+            cut_fn=_cut_function(fn))
     raise NotApplicable(f"the link {g} of three indices: " + "; ".join(reasons))
 
 
-def _cut_function(fn, m):
+def _cut_function(fn):
+    """``y (n,) -> (n, m)`` cuts in ``z_o`` from the lambdified SymPy cut expressions
+    ``fn`` (evaluated in complex arithmetic: a cut is absent, nan, where it is not real)."""
     def cuts(y):
         y = np.asarray(y, dtype=float)
         if fn is None:
             return np.empty((y.size, 0))
         with np.errstate(all="ignore"):
             vals = [np.broadcast_to(np.asarray(v, dtype=complex), y.shape) for v in fn(y + 0j)]
-        out = np.stack([np.where(np.abs(v.imag) <= 1e-12 * (1 + np.abs(v.real)), v.real, np.nan)
-                        for v in vals], axis=1) if m else np.empty((y.size, 0))
-        return out
+        return np.stack([np.where(np.abs(v.imag) <= 1e-12 * (1 + np.abs(v.real)), v.real, np.nan)
+                         for v in vals], axis=1)
     return cuts
 
 
