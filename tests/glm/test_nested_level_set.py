@@ -74,6 +74,22 @@ def test_a_link_separating_in_no_index_is_refused_by_name():
         link_level_set(sp.Matrix([[z1 * z2 * z3 * z4]]), sp.Matrix([z1, z2, z3, z4]), {})
 
 
+def test_bad_input_is_refused_by_name(triple):
+    from symtheory.core.validate import ParameterError
+    from symtheory.glm.integrate.nested_level_set import (
+        fixed_nested_moments,
+        nested_moments,
+    )
+
+    st_ = triple.structure
+    with pytest.raises(ParameterError, match="omega must hold 3 entries"):
+        nested_moments(st_, [0.3], np.zeros(2), np.eye(3))
+    with pytest.raises(ParameterError, match="positive-definite"):
+        nested_moments(st_, [0.3], np.zeros(3), -np.eye(3))
+    with pytest.raises(ParameterError, match="outer_level"):
+        fixed_nested_moments(st_, [0.3], np.zeros(3), np.eye(3), 0, 5)
+
+
 @pytest.mark.slow
 @pytest.mark.ci_slow  # 4 s: a check of the reference, not of the package
 def test_meijer_forms_match_the_bessel_integral():

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
+from ...core.validate import ParameterError
 from .level_set import (
     _SWITCHES,
     LevelSetStructure,
@@ -194,12 +195,28 @@ def _cut_function(fn):
     return cuts
 
 
+def _checked(n, omega, Sigma):
+    """``omega (n, 3)`` and a positive-definite ``Sigma (3, 3)``, or a ParameterError."""
+    omega, Sigma = np.asarray(omega, dtype=float), np.asarray(Sigma, dtype=float)
+    if omega.size != 3 * n:
+        raise ParameterError(f"omega must hold 3 entries per sample ({n} samples), got shape "
+                             f"{omega.shape}")
+    if Sigma.shape != (3, 3) or not np.allclose(Sigma, Sigma.T) \
+            or np.linalg.eigvalsh(Sigma).min() <= 0:
+        raise ParameterError(f"Sigma must be a symmetric positive-definite 3 x 3 matrix, got "
+                             f"{Sigma.tolist()}")
+    return omega.reshape(n, 3), Sigma
+
+
 def fixed_nested_moments(st: NestedLevelSet, y, omega, Sigma, outer_level, inner_level):
     """``(log Z, E[z|y] - omega, Cov(z|y) - Sigma)`` at fixed outer and inner tanh-sinh
     levels (module docstring): ``y (n,)``, ``omega (n, 3)``, ``Sigma (3, 3)``."""
     y = np.asarray(y, dtype=float).reshape(-1)
     n = y.size
-    omega = np.asarray(omega, dtype=float).reshape(n, 3)
+    omega, Sigma = _checked(n, omega, Sigma)
+    for name, lv in (("outer_level", outer_level), ("inner_level", inner_level)):
+        if isinstance(lv, bool) or not isinstance(lv, (int, np.integer)) or not 1 <= lv <= 12:
+            raise ParameterError(f"{name} must be an integer in [1, 12], got {lv!r}")
     o, r = st.outer, list(st.rest)
     so = float(Sigma[o, o])
     s_ro = Sigma[r, o]
@@ -261,8 +278,7 @@ def nested_moments(st: NestedLevelSet, y, omega, Sigma, *, rtol=1e-10, max_level
     :data:`MAX_OUTER_LEVEL` or the inner level ``max_level``; ``error`` the last change
     (what the sample reached, reported, not hidden, when it is above ``rtol``)."""
     y = np.asarray(y, dtype=float).reshape(-1)
-    omega = np.asarray(omega, dtype=float).reshape(y.size, 3)
-    Sigma = np.asarray(Sigma, dtype=float)
+    omega, Sigma = _checked(y.size, omega, Sigma)
     if y.size > CHUNK:
         parts = [nested_moments(st, y[i:i + CHUNK], omega[i:i + CHUNK], Sigma, rtol=rtol,
                                 max_level=max_level) for i in range(0, y.size, CHUNK)]
