@@ -320,6 +320,8 @@ def _bsr_kernels():
     return sorted(th.kernels.kernels.values(), key=lambda k: k.name)
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # 8 s: keeps the default tier under 5 min
 @settings(max_examples=15)
 @given(st.data())
 def test_every_bsr_kernel_equals_its_mpmath_evaluation(data):

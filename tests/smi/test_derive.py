@@ -111,6 +111,8 @@ def test_sections_sympy_round_trip_and_latex(name, files, capsys):
     assert all(f"## {t}" in md for t in SECTIONS) and md.count("$$") == 2 * len(with_expr)
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # 10 s: keeps the default tier under 5 min
 def test_what_each_model_derives(files):
     _, d = _case(files, "sign")
     assert d.item("cells").expr == sp.Matrix([[1, 1], [-1, -1]])
