@@ -116,3 +116,30 @@ def test_integrate_refused_with_reason_and_auto_falls_back():
     assert se.observation_rule is None and se.observation_note.startswith("y sampled")
     with pytest.raises(ParameterError, match="observation must be"):
         StateEvolution(m, 1.0, samples=64, observation="yes")
+
+
+def test_map_channel_relaxes_a_strict_adaptive_rule_only():
+    """The map evaluates the channel at NODE_RTOL: a default rule (rtol 1e-10) is relaxed
+    (the condition was once inverted, so no default rule ever was), a looser one is kept,
+    and the sampled map moves by no more than that tolerance allows."""
+    from symtheory.core.quadrature import AdaptiveRule
+    from symtheory.glm.se.observation import NODE_RTOL
+
+    se = StateEvolution(_abs_model(), 1.0, samples=64, noise_variance=0.2,
+                        observation="sample", sampling="rqmc")
+    assert se.channel.rule.rtol < NODE_RTOL
+    assert se._observation_channel().rule.rtol == NODE_RTOL
+    Q = np.array([[0.4]])
+    se.qhat(Q)
+    assert se.channel_error <= NODE_RTOL
+    y, omega, V, _ = se.sample_channel(Q)
+    g_relaxed = se._observation_channel().moments(y, omega, V).output_functions()[0]
+    g_strict = se.channel.moments(y, omega, V).output_functions()[0]
+    # the rule's rtol bounds the change of the posterior mean in prior standard
+    # deviations; g = (E[z|y] - omega) / V: 10 x rtol / sqrt(V) leaves a margin for the
+    # estimate being a change between levels, not a bound
+    assert np.max(np.abs(g_relaxed - g_strict)) < 10 * NODE_RTOL / math.sqrt(V[0, 0])
+    loose = StateEvolution(_abs_model(), 1.0, samples=64, noise_variance=0.2,
+                           observation="sample", sampling="rqmc",
+                           rule=AdaptiveRule(rtol=1e-5))
+    assert loose._observation_channel() is loose.channel

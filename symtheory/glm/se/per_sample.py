@@ -118,12 +118,13 @@ class PerSampleMoments:
     def _posterior_moments(self, Q, include_jacobian):
         if self.features is None:
             y, omega, V, _ = self.sample_channel(Q)
-            if include_jacobian or not hasattr(self.channel, "branches"):
-                moments = self.channel.moments(y, omega, V)
+            channel = self._observation_channel()
+            if include_jacobian or not hasattr(channel, "branches"):
+                moments = channel.moments(y, omega, V)
             else:
-                moments = self.channel.moments(y, omega, V, include_jacobian=False)
-            self.channel_error = self.channel.last_error
-            self._scrambling_sums = getattr(self.channel, "last_scrambling_sums", None)
+                moments = channel.moments(y, omega, V, include_jacobian=False)
+            self.channel_error = channel.last_error
+            self._scrambling_sums = getattr(channel, "last_scrambling_sums", None)
             return moments
         from ...core._moments_nb import moment_change_batch
 
