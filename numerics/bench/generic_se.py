@@ -8,16 +8,18 @@ Links:
 * 2-index noiseless: ``y = sign(z1 z2)`` (P = 2, M = 1, the shipped ``sign-product``),
   alpha = 3.5 (weak threshold pi^2/4);
 * depth-2 attention (skip 1, seq-len 2), alpha = 0.5: a reduced noiseless link whose
-  observation has M r = 2 continuous feature coordinates, so y is sampled by both; the new
-  estimator is the two-level Monte Carlo of its channel rule (glm/se/multilevel.py: GH 4 per
-  axis on all samples + (GH 30 - GH 4) on a prefix), the plain one GH 30 on all samples
-  (``multilevel=False``), both with the same staged solve.
+  fixed point is a staircase plateau (layer 1 at 0, held there by its sign symmetry).
+  Plain: y sampled, Gauss-Hermite 30 on all 16384 samples (``multilevel=False``).  New: a
+  sampled solve on ``PLATEAU_WARMUP_SAMPLES`` finds the plateau, then the plateau map
+  (glm/se/plateau.py: omega in polar coordinates, y integrated over its two feature
+  coordinates given omega; nothing sampled) is solved by secant steps; its error is the
+  change against the refined rule, through ``1 - F'``; both parts timed.
 
 For each link both estimators solve the SE from ``0.05 I`` in this process, warm kernels
 (one untimed map evaluation first): today's ``observation='sample'`` at the default
-16384 frozen samples, the new ``observation='auto'`` at ``NEW_SAMPLES`` of them.  Printed:
+16384 frozen samples; the new one as described per link.  Printed:
 the fixed points, the largest standard error of a free overlap (``Q_stderr``, through the
-linearized map), the wall time of the solve, the ratio
+linearized map; for a deterministic rule its error estimate), the wall time of the solve, the ratio
 ``(err_plain^2 t_plain) / (err_new^2 t_new)`` and whether the fixed points agree within
 ``AGREE`` joint standard errors on every free entry.  Under load the ratio is what counts
 (both halves run in the same process, interleaved in time as closely as one can).
@@ -43,11 +45,12 @@ Measured 2026-11-28 21:20 UTC on 2 cores, one other job running (ratios only cou
 * sign(z1 z2), alpha 3.5: plain 0.47023 / 0.46957 +- 0.0026 in 46.5 s; Gauss-Hermite 24^2
   with the exact sum over y: 0.47076 = 0.47076 (Q12 = 0 exactly), error estimate 1.1e-5,
   3.9 s: ratio 7.2e5, agree within 0.95 joint errors.
-* depth-2 attention, alpha 0.5: plain GH 30 on all 16384 samples 0.77295 +- 0.0018 in
-  24.4 s; two-level (GH 4 + (GH 30 - GH 4) on 720) 0.76976 +- 0.0029 in 7.8 s: ratio 1.2
-  (1.36 idle earlier), agree within 0.92.  Short of 20x: 71% of the per-sample variance is
-  eta given omega (y sampled: its observation has M r = 2 continuous coordinates and P M =
-  4, beyond the tensor design).
+* depth-2 attention, alpha 0.5 (2026-11-29 04:15 UTC, one other job on the machine): plain
+  GH 30 on all 16384 samples 0.77295 +- 0.0018 in 72.4 s; plateau route 0.770775, error
+  estimate 4.1e-5 (warm-up on 2048 samples 0.7662 +- 0.0088, then 5 evaluations of the
+  plateau map + 1 of its refined rule; mass defect 1e-7, E g g^T - E(-dg) = -4.4e-6) in
+  186 s: ratio 768, agree within 1.2 joint errors.  (The two-level map of the channel rule
+  measured 1.2 here before: per evaluation it cannot gain more than ~4x, docs/guide.md.)
 
 Run: ``python numerics/bench/generic_se.py [NAME ...]`` (rows whose name contains a NAME)
 """
@@ -59,8 +62,9 @@ import time
 import numpy as np
 
 PLAIN_SAMPLES = 16384
-NEW_SAMPLES = {"scalar noisy |z|": None, "2-index noiseless sign(z1 z2)": None,
-               "depth-2 attention": 16384}
+#: samples of the sampled solve that finds the depth-2 attention plateau (its value only
+#: starts the deterministic solve)
+PLATEAU_WARMUP_SAMPLES = 2048
 #: Gauss-Hermite nodes per axis of the deterministic rows (None: the default, 24): |z| + noise
 #: converges slowly in omega (measured at alpha 1.5: Q - Q* = 1.2e-3 at 24, 6.9e-5 at 48)
 OMEGA_NODES = {"scalar noisy |z|": 96}
@@ -104,6 +108,33 @@ def run(model, alpha, noise, samples, observation, multilevel=True, sampling="rq
     return res, float(np.max(res.Q_stderr[free])), dt, free, se.observation_note
 
 
+def run_plateau(model, alpha):
+    """The plateau route (glm/se/plateau.py): a sampled solve on PLATEAU_WARMUP_SAMPLES
+    finds the plateau (layer 1 at 0, its stability from that solve's Jacobian), then the
+    deterministic plateau map is solved from there; both timed."""
+    import warnings
+
+    from symtheory.glm.se.plateau import plateau_row, solve_plateau
+    from symtheory.glm.se.state_evolution import StateEvolution
+
+    se = StateEvolution(model, alpha, samples=PLATEAU_WARMUP_SAMPLES, observation="sample")
+    se.qhat(0.05 * np.eye(model.P))          # warm kernels, untimed
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        warm = se.solve()
+        row = plateau_row(se, warm.Q)
+        if isinstance(row, str):
+            raise RuntimeError(f"the sampled solve did not end on a plateau: {row}")
+        res = solve_plateau(se, float(warm.Q[row, row]))
+        dt = time.perf_counter() - t0
+    note = (f"sampled warm-up on {PLATEAU_WARMUP_SAMPLES} samples (Q = "
+            f"{np.round(np.diag(warm.Q), 4).tolist()} +- "
+            f"{np.round(np.diag(warm.Q_stderr), 4).tolist()}, stable {warm.stable}), then "
+            + res.message)
+    return res, float(np.max(res.Q_stderr)), dt, note
+
+
 def main(argv):
     only = [a for a in argv if not a.startswith("-")]
     ratios = []
@@ -111,14 +142,12 @@ def main(argv):
         if only and not any(o in name for o in only):
             continue
         print(f"== {name}, alpha = {alpha:g}" + (f", Delta = {noise:g}" if noise else ""))
-        new_samples = NEW_SAMPLES[name]
         if name == "depth-2 attention":
-            # y is sampled by both (its observation has M r = 2 continuous coordinates); the
-            # new estimator is the two-level map of the channel rule (glm/se/multilevel.py)
+            # the fixed point is a plateau (layer 1 at 0): the new estimator integrates y
+            # and omega there deterministically (glm/se/plateau.py)
             rp, ep, tp, free, note_p = run(model, alpha, noise, PLAIN_SAMPLES, "sample",
                                            multilevel=False)
-            rn, en, tn, _, note_n = run(model, alpha, noise, new_samples, "sample")
-            note_n = rn.message.split("; final stage by ")[-1].split(";")[0]
+            rn, en, tn, note_n = run_plateau(model, alpha)
         else:
             rp, ep, tp, free, note_p = run(model, alpha, noise, PLAIN_SAMPLES, "sample")
             # nothing sampled: y integrated given omega, omega on a Gauss-Hermite tensor rule

@@ -1,0 +1,87 @@
+"""The SE map on a staircase plateau, integrated deterministically
+(symtheory/glm/se/plateau.py): against the sampled map, its identities, its refusals."""
+import numpy as np
+import pytest
+
+from symtheory.core.validate import ParameterError
+from symtheory.glm import StateEvolution
+from symtheory.glm.se.plateau import PlateauRule, plateau_qhat, plateau_row, solve_plateau
+from symtheory.glm.se.sampling import tail_multiple
+from symtheory.smi.registry import build_model, sign_product
+
+
+def _attention(alpha=0.5, samples=2):
+    m = build_model("attention", {"depth": 2, "seq_len": 2, "skip": 1.0, "inv_temp": 1.0})
+    return StateEvolution(m, alpha, samples=samples, observation="sample", sampling="rqmc")
+
+
+@pytest.mark.slow
+@pytest.mark.ci_slow  # ~40 s: the sampled map on 4096 draws and a plateau rule
+def test_plateau_map_agrees_with_the_sampled_map():
+    """Depth-2 attention, Q = diag(0, 0.771): E[sum_m g_2 g_2] by the plateau rule against
+    the sampled map on 4096 RQMC draws, within 4 t-scaled standard errors plus the rule's
+    own change against its refined level; the rule's mass is 1 and its g g^T equals the
+    Nishimori twin to that change."""
+    se = _attention(samples=4096)
+    Q = np.diag([0.0, 0.771])
+    Qhat, stderr, _ = se.qhat(Q)
+    sampled, err = Qhat[1, 1] / se.alpha, stderr[1, 1] / se.alpha
+    rule = PlateauRule(4, 6, 2.0, 12)
+    sq, tw, mass = plateau_qhat(se, 0.771, rule)
+    change = abs(sq - plateau_qhat(se, 0.771, rule.refined())[0])
+    # E[1] = (the omega rule's total weight) x (the E-grid's mass per omega node, 1 to
+    # its Gaussian tail beyond BOX_SIGMAS = 5 sd, ~1e-6): the radial rule's own defect
+    # (4 Gauss-Legendre nodes per panel of rho exp(-rho^2/2)) is separated out
+    from symtheory.glm.se.plateau import _omega_nodes
+    total = _omega_nodes(0.771, rule)[1].sum()
+    assert abs(total - 1) < 1e-3
+    assert abs(mass - total) < 1e-5
+    assert abs(sq - tw) <= change + 1e-6 * sq
+    assert abs(sq - sampled) <= tail_multiple(4.0, se.error_groups) * err + change
+
+
+def test_plateau_row_names_why_it_does_not_apply():
+    """A plateau needs a reduced link, M = 2, every row but the solved one at 0."""
+    se = _attention()
+    assert plateau_row(se, np.diag([0.0, 0.5])) == 1
+    assert "rows with Q_aa" in plateau_row(se, np.diag([0.3, 0.5]))
+    assert "off-diagonal" in plateau_row(se, np.array([[0.0, 0.1], [0.1, 0.5]]))
+    other = StateEvolution(sign_product(), 1.0, samples=2, observation="sample",
+                           sampling="rqmc")
+    assert plateau_row(other, np.diag([0.0, 0.5])) == "not a reduced noiseless link"
+
+
+def test_plateau_refuses_bad_input_by_name():
+    se = _attention()
+    with pytest.raises(ParameterError, match="q must be in"):
+        plateau_qhat(se, 1.2)
+    with pytest.raises(ParameterError, match="q0 must be in"):
+        solve_plateau(se, 0.0)
+    with pytest.raises(ParameterError, match="angles must be an even integer"):
+        PlateauRule(angles=5)
+    with pytest.raises(ParameterError, match="radial_nodes"):
+        PlateauRule(radial_nodes=1)
+    with pytest.raises(ParameterError, match="step must be in"):
+        PlateauRule(step=0.0)
+    with pytest.raises(ParameterError, match="posterior_nodes"):
+        PlateauRule(posterior_nodes=2)
+
+
+@pytest.mark.slow
+@pytest.mark.ci_slow  # ~1-2 min: secant steps on a coarse plateau rule
+def test_solve_plateau_converges_to_a_stable_root():
+    """The secant solve reaches |F - q| <= 1e-9 on a coarse rule, reports a stable root
+    (F' < 1) and an error estimate (the change to its refined rule) that covers the root's
+    change to the default rule, a third, finer rule (one evaluation of its map)."""
+    se = _attention()
+    rule = PlateauRule(4, 4, 2.0, 12)
+    res = solve_plateau(se, 0.77, rule)
+    assert res.converged and res.stable and res.error_kind == "estimate"
+    q = res.Q[1, 1]
+    assert res.Q[0, 0] == 0.0 and res.residual <= 1e-9
+    from symtheory.glm.se.plateau import plateau_map
+    F_fine = plateau_map(se, q, PlateauRule())[0]
+    # the root moves by (F_fine - q) / (1 - F'); the estimate must cover it
+    slope = 1 - (res.trace[-1]["residual"] - res.trace[-2]["residual"]) / (
+        res.trace[-1]["q"] - res.trace[-2]["q"])
+    assert abs(F_fine - q) / slope <= res.Q_stderr[1, 1]
