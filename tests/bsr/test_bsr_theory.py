@@ -289,6 +289,8 @@ def test_free_entropy_is_maximal_at_the_bayes_optimal_overlap():
     assert np.argmax(f) == 1
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # 7.6 s: the default tier stays under 5 min (CI runs ci_slow)
 def test_free_entropy_reference_values():
     """Reference f(q) (2-D cubature, ~1e-3 accurate; bsr.md 12): generic rows within 2e-3."""
     import csv

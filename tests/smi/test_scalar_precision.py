@@ -95,6 +95,8 @@ def test_undefined_preimages_are_dropped():
     assert real_preimage(float("inf"), 1e-12) is None
 
 
+@pytest.mark.slow
+@pytest.mark.ci_slow  # 6.6 s: the default tier stays under 5 min (CI runs ci_slow)
 def test_precision_12_against_the_independent_path_and_float():
     """precision = 12 (runs at 22 and 34 digits): 12 digits confirmed, agreeing with the
     independent 40-digit value to 1e-12 (relative) and with float64 to 1e-14."""
