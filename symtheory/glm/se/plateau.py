@@ -139,7 +139,7 @@ def _omega_nodes(q, rule):
     return om, W
 
 
-def _conditional_sums(se, omega_l, V, row, rule, u_nodes, T_u):
+def _conditional_sums(se, omega_l, V, row, rule, T_u):
     """``(E[sum_m g_l g_l | omega], E[-sum_m dg_ll | omega], mass)`` at one ``omega``."""
     from ..integrate.moments import Moments
 
@@ -208,7 +208,7 @@ def plateau_qhat(se, q, rule=PlateauRule()):
     om, W = _omega_nodes(q, rule)
     out = np.zeros(3)
     for omega_l, w in zip(om, W):
-        out += w * np.array(_conditional_sums(se, omega_l, V, row, rule, tn, T_u))
+        out += w * np.array(_conditional_sums(se, omega_l, V, row, rule, T_u))
     return tuple(float(v) for v in out)
 
 
