@@ -34,6 +34,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import output_dir, parser, save_figure, write_csv, write_params  # noqa: E402
 
+#: GAMP's channel rule (LaplaceQMCRule settings) at full size; numerics/smi_deep_map_scan.py
+#: evaluates the SE map on it
+GAMP_RULE = dict(tol=1e-1, points=64, max_points=256)
+
 
 def main(argv=None):
     p = parser(__doc__)
@@ -53,7 +57,7 @@ def main(argv=None):
     p.add_argument("--damping", type=float, default=0.4,
                    help="GAMP damping, the weight of the previous iterate (default 0.4; "
                         "0 = undamped)")
-    p.add_argument("--gamp-tol", type=float, default=1e-1,
+    p.add_argument("--gamp-tol", type=float, default=GAMP_RULE["tol"],
                    help="tolerance of GAMP's Laplace-RQMC channel rule (default 0.1)")
     p.add_argument("--gamp-max-points", type=int, default=None,
                    help="largest point set per component of GAMP's rule (default 256; quick 64); "
@@ -72,7 +76,7 @@ def main(argv=None):
     seeds = args.seeds or ([0] if quick else [0, 1])
     max_iter = args.max_iter or (3 if quick else 100)
     samples = args.samples or (64 if quick else 2000)
-    gamp_max = args.gamp_max_points or (64 if quick else 256)
+    gamp_max = args.gamp_max_points or (64 if quick else GAMP_RULE["max_points"])
     if not (d >= 2 and args.alpha > 0 and max_iter >= 1 and samples >= 2
             and args.se_max_iter >= 1 and 0 < args.gamp_tol < 1 and gamp_max >= 64):
         p.error("need --d >= 2, --alpha > 0, --max-iter >= 1, --samples >= 2, --se-max-iter >= 1, "
@@ -81,7 +85,7 @@ def main(argv=None):
     # of a coarse rule averages out there; the SE squares it, so it gets the finer rule.
     # GAMP's A = -mean(dg_out) is the Nishimori twin, which keeps the rule's ratio bias of
     # second moments (glm/se.py, estimator); not measured for this rule
-    gamp_rule = LaplaceQMCRule(tol=args.gamp_tol, points=64, max_points=gamp_max)
+    gamp_rule = LaplaceQMCRule(tol=args.gamp_tol, points=GAMP_RULE["points"], max_points=gamp_max)
     rule = (LaplaceQMCRule(tol=1e-1, points=64, max_points=64) if quick
             else LaplaceQMCRule(tol=5e-2, points=128, max_points=1024))
     model = deep_attention(3, 2, 1, 1.0)

@@ -13,7 +13,7 @@ lambda)``.  Estimators (``--estimator``, repeatable):
 * ``multilevel``: the SE's sharp map (a 128-point Laplace-RQMC rule on every draw,
   telescoped with the tol-1e-2 rule on Giles' share of them: unbiased for the fine rule);
 * ``gamp-rule``: the 'combined' estimator on GAMP's own channel rule
-  (``LaplaceQMCRule(tol=0.1, points=64, max_points=256)``, numerics/smi_deep_gamp.py), whose
+  (``LaplaceQMCRule(**GAMP_RULE)`` of numerics/smi_deep_gamp.py: tol 0.1, 64..256 points), whose
   twin ``-dg`` keeps the rule's ratio bias; the map a GAMP run with that rule follows,
   up to finite-d effects.
 
@@ -47,8 +47,10 @@ def build_se(model, alpha, samples, seed, estimator):
 
     if estimator == "multilevel":
         return StateEvolution(model, alpha, samples=samples, seed=seed, estimator="multilevel")
+    from smi_deep_gamp import GAMP_RULE
+
     return StateEvolution(model, alpha, samples=samples, seed=seed, estimator="combined",
-                          rule=LaplaceQMCRule(tol=1e-1, points=64, max_points=256))
+                          rule=LaplaceQMCRule(**GAMP_RULE))
 
 
 def main(argv=None):

@@ -45,12 +45,13 @@ Measured 2026-11-28 21:20 UTC on 2 cores, one other job running (ratios only cou
 * sign(z1 z2), alpha 3.5: plain 0.47023 / 0.46957 +- 0.0026 in 46.5 s; Gauss-Hermite 24^2
   with the exact sum over y: 0.47076 = 0.47076 (Q12 = 0 exactly), error estimate 1.1e-5,
   3.9 s: ratio 7.2e5, agree within 0.95 joint errors.
-* depth-2 attention, alpha 0.5 (2026-11-29 04:15 UTC, one other job on the machine): plain
-  GH 30 on all 16384 samples 0.77295 +- 0.0018 in 72.4 s; plateau route 0.770775, error
-  estimate 4.1e-5 (warm-up on 2048 samples 0.7662 +- 0.0088, then 5 evaluations of the
-  plateau map + 1 of its refined rule; mass defect 1e-7, E g g^T - E(-dg) = -4.4e-6) in
-  186 s: ratio 768, agree within 1.2 joint errors.  (The two-level map of the channel rule
-  measured 1.2 here before: per evaluation it cannot gain more than ~4x, docs/guide.md.)
+* depth-2 attention, alpha 0.5 (2026-11-29 05:40 UTC, idle): plain GH 30 on all 16384
+  samples 0.77295 +- 0.0018 in 26.9 s; plateau route 0.770782, error estimate 2.9e-5
+  (warm-up on 2048 samples 0.7662 +- 0.0088, then 5 evaluations of the plateau map + 1 of
+  its refined rule; mass defect 1e-7, E g g^T - E(-dg) = -3.8e-6) in 79.6 s: ratio 1303,
+  agree within 1.2 joint errors.  Earlier, with another job running: 72.4 s against 186 s,
+  ratio 768.  (The two-level map of the channel rule measured 1.2 here before: per
+  evaluation it cannot gain more than ~4x, docs/guide.md.)
 
 Run: ``python numerics/bench/generic_se.py [NAME ...]`` (rows whose name contains a NAME)
 """

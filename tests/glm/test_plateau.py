@@ -5,7 +5,12 @@ import pytest
 
 from symtheory.core.validate import ParameterError
 from symtheory.glm import StateEvolution
-from symtheory.glm.se.plateau import PlateauRule, plateau_qhat, plateau_row, solve_plateau
+from symtheory.glm.se.plateau import (
+    PlateauRule,
+    plateau_qhat,
+    plateau_row,
+    solve_plateau,
+)
 from symtheory.glm.se.sampling import tail_multiple
 from symtheory.smi.registry import build_model, sign_product
 
@@ -65,6 +70,14 @@ def test_plateau_refuses_bad_input_by_name():
         PlateauRule(step=0.0)
     with pytest.raises(ParameterError, match="posterior_nodes"):
         PlateauRule(posterior_nodes=2)
+    with pytest.raises(ParameterError, match="rule must be a PlateauRule"):
+        plateau_qhat(se, 0.5, rule="gauss-hermite")
+    with pytest.raises(ParameterError, match="tol must be > 0"):
+        solve_plateau(se, 0.5, tol=0.0)
+    with pytest.raises(ParameterError, match="max_evaluations"):
+        solve_plateau(se, 0.5, max_evaluations=1)
+    with pytest.raises(ParameterError, match="slope"):
+        solve_plateau(se, 0.5, slope=1.2)
 
 
 @pytest.mark.slow
@@ -85,3 +98,37 @@ def test_solve_plateau_converges_to_a_stable_root():
     slope = 1 - (res.trace[-1]["residual"] - res.trace[-2]["residual"]) / (
         res.trace[-1]["q"] - res.trace[-2]["q"])
     assert abs(F_fine - q) / slope <= res.Q_stderr[1, 1]
+
+
+def test_polar_rule_weight_is_the_derived_jacobian_and_integrates_gaussian_moments():
+    """The radial weight ``rho exp(-rho^2 / 2)`` is the polar change of variables of the
+    2-D standard Gaussian, re-derived here by SymPy (Jacobian determinant times the density,
+    integrated over the angle).  The folded rule, converged in its radial nodes (20 per
+    panel), then reproduces the moments of ``omega ~ N(0, q I_2)`` truncated at the last
+    panel's edge (``rho <= 6.5``, a tail of exp(-21)), integrated exactly by SymPy: mass,
+    ``E w1^2``, ``E w1^2 w2^2``, ``E w1^4``, to 1e-12 (float64 sums of ~10^2 terms)."""
+    import sympy as sp
+
+    from symtheory.glm.se.plateau import RADIAL_PANELS, _omega_nodes
+
+    r, t = sp.symbols("rho t", positive=True)
+    x, y = r * sp.cos(t), r * sp.sin(t)
+    jac = sp.Matrix([x, y]).jacobian([r, t]).det()
+    density = sp.exp(-(x ** 2 + y ** 2) / 2) / (2 * sp.pi)
+    radial = sp.simplify(sp.integrate(sp.simplify(jac * density), (t, 0, 2 * sp.pi)))
+    assert sp.simplify(radial - r * sp.exp(-r ** 2 / 2)) == 0
+    q = sp.Rational(3, 5)
+    R = sp.Rational(RADIAL_PANELS[-1]).limit_denominator(100)
+    w1, w2 = sp.sqrt(q) * x, sp.sqrt(q) * y
+
+    def exact(f):
+        # the angle first (f is a polynomial in cos t, sin t), then the derived radial weight
+        angular = sp.integrate(sp.expand(f), (t, 0, 2 * sp.pi)) / (2 * sp.pi)
+        return float(sp.integrate(sp.expand(angular * radial), (r, 0, R)))
+
+    om, W = _omega_nodes(float(q), PlateauRule(20, 8, 1.5, 20))
+    # the fold keeps half the circle: the images -omega give the same even moments
+    a, b = om[:, 0], om[:, 1]
+    for f, values in ((sp.Integer(1), 1.0 + 0 * a), (w1 ** 2, a ** 2),
+                      (w1 ** 2 * w2 ** 2, a ** 2 * b ** 2), (w1 ** 4, a ** 4)):
+        assert abs(W @ values - exact(f)) < 1e-12

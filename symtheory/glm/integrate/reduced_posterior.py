@@ -27,6 +27,16 @@ GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 # ---------------------------------------------------------------------- reduced channels
+def offset_midpoint_axis(half: float, n: int, k: int) -> np.ndarray:
+    """Axis ``k`` of the observation grid in ``E``: the midpoint rule of ``n`` nodes on
+    ``[-half, half]``, shifted by a different irrational fraction of a quarter step per
+    axis.  The shift keeps nodes off the hyperplanes ``E_i = E_j`` and ``E_i = 0``, where
+    the inversion degenerates (measure zero, ill-conditioned); the rule stays spectrally
+    accurate for an integrand negligible at the box's edges."""
+    step = 2 * half / n
+    return -half + (np.arange(n) + 0.5) * step + (((k + 1) * GOLDEN) % 1.0 - 0.5) * 0.5 * step
+
+
 @dataclass(frozen=True)
 class PeakTensorRule:
     """The peak-following mixture rule of :mod:`symtheory.glm.integrate.posterior_rules` for a reduced link: the
@@ -299,10 +309,7 @@ class ReducedPosterior:
         smax = self.sigma_max(rule)
         half = width * smax
         step = 2 * half / n_outer
-        base = -half + (np.arange(n_outer) + 0.5) * step
-        # a different irrational offset per axis keeps nodes off the hyperplanes E_i = E_j
-        # and E_i = 0, where the inversion degenerates (measure zero, ill-conditioned)
-        axes = [base + (((k + 1) * GOLDEN) % 1.0 - 0.5) * 0.5 * step for k in range(Mr)]
+        axes = [offset_midpoint_axis(half, n_outer, k) for k in range(Mr)]
         grids = np.meshgrid(*axes, indexing="ij")
         E = np.stack([g.ravel() for g in grids], axis=1)
         Ebr, lw, valid, logdet0 = self.branches(E)

@@ -49,10 +49,10 @@ class IntegratedObservation:
                     self.observation_rule.kind == "scalar noise" and \
                     self.sampling != "gauss-hermite":
                 # measured (y = |z| + sqrt(0.2) xi, alpha 1.5, 2026-11-29, the node rule now
-                # relaxed to NODE_RTOL): 1024 samples 0.45080 +- 2.8e-4 in 81 s (1.4 errors
-                # from the nested-quadrature 0.4512017; before the relaxation was fixed, 8
-                # errors), plain RQMC 16384 samples +- 1.3e-3 in 2.7 s: error^2 x time still
-                # 1.3x worse, so opt-in
+                # relaxed to NODE_RTOL): 1024 samples 0.45080 +- 2.8e-4 in 81 s, 1.4 errors
+                # from 0.4512017 (re-derived by nested quadrature in test_scalar_noisy_se.py;
+                # 8 errors before the relaxation was fixed); plain RQMC 16384 samples
+                # +- 1.3e-3 in 2.7 s: error^2 x time still 1.3x worse, so opt-in
                 self.observation_rule = None
                 reason = ("one noisy output: the y-grid is opt-in (observation='integrate'); "
                           "not yet faster than sampling")

@@ -142,6 +142,7 @@ def _omega_nodes(q, rule):
 def _conditional_sums(se, omega_l, V, row, rule, T_u):
     """``(E[sum_m g_l g_l | omega], E[-sum_m dg_ll | omega], mass)`` at one ``omega``."""
     from ..integrate.moments import Moments
+    from ..integrate.reduced_posterior import offset_midpoint_axis
 
     rp, P = se.features, se.model.P
     sd = math.sqrt(V[row, row])
@@ -150,13 +151,9 @@ def _conditional_sums(se, omega_l, V, row, rule, T_u):
     narrow = sd * float(np.min(np.linalg.svd(T_u, compute_uv=False)))
     step = rule.step * narrow
     half = centre + BOX_SIGMAS * spread
-    axes = []
-    for k in range(2):
-        n = max(8, int(math.ceil(2 * half[k] / step)))
-        h = 2 * half[k] / n
-        # irrational offsets keep nodes off E_i = 0 and E_1 = E_2, where the inversion
-        # degenerates (measure zero)
-        axes.append(-half[k] + (np.arange(n) + 0.5 + ((k + 1) * 0.6180339887) % 1.0 - 0.5) * h)
+    # the thresholds' observation grid per axis, its node count set by the step
+    axes = [offset_midpoint_axis(half[k], max(8, int(math.ceil(2 * half[k] / step))), k)
+            for k in range(2)]
     cell = np.prod([2 * half[k] / len(axes[k]) for k in range(2)])
     G = np.meshgrid(*axes, indexing="ij")
     E = np.stack([g.ravel() for g in G], axis=1)
@@ -192,6 +189,8 @@ def plateau_qhat(se, q, rule=PlateauRule()):
     (True, True)
     """
     P = se.model.P
+    if not isinstance(rule, PlateauRule):
+        raise ParameterError(f"rule must be a PlateauRule, got {rule!r}")
     if not 0 < q < 1:
         raise ParameterError(f"q must be in (0, 1) (rho = 1), got {q!r}")
     Q = np.zeros((P, P))
@@ -239,6 +238,16 @@ def solve_plateau(se, q0, rule=PlateauRule(), *, slope=None, tol=1e-9, max_evalu
 
     if not 0 < q0 < 1:
         raise ParameterError(f"q0 must be in (0, 1), got {q0!r}")
+    if not isinstance(rule, PlateauRule):
+        raise ParameterError(f"rule must be a PlateauRule, got {rule!r}")
+    if not tol > 0:
+        raise ParameterError(f"tol must be > 0, got {tol!r}")
+    if isinstance(max_evaluations, bool) or int(max_evaluations) != max_evaluations or \
+            max_evaluations < 2:
+        raise ParameterError(f"max_evaluations must be an integer >= 2, got {max_evaluations!r}")
+    if slope is not None and not (np.isfinite(slope) and slope < 1):
+        raise ParameterError(f"slope (an estimate of F' at q0) must be finite and < 1 (a "
+                             f"stable root), got {slope!r}")
     row = int(se.features.solved_rows[0]) if se.features is not None else None
     P = se.model.P
     why = plateau_row(se, np.diag([q0 if a == row else 0.0 for a in range(P)]))
