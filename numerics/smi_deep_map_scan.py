@@ -17,8 +17,9 @@ lambda)``.  Estimators (``--estimator``, repeatable):
   twin ``-dg`` keeps the rule's ratio bias; the map a GAMP run with that rule follows,
   up to finite-d effects.
 
-``--solve``: also the sharp SE's fixed point from the grid's root (``estimator =
-'multilevel'``, the same draws), with ``Q_stderr``.
+``--solve``: also each scanned map's fixed point from its grid root (the same draws), with
+``Q_stderr``, into smi_deep_map_scan_solve.csv.  On ``gamp-rule`` that is the SE of GAMP's
+own rule: where a GAMP run lands if its rule's bias, not finite d, sets its overlaps.
 
 Writes smi_deep_map_scan.csv, smi_deep_map_scan.png and params.json into
 numerics/out/smi_deep_map_scan/ (or --out).  Full (defaults): alpha = 1.3, q = (0.36, *,
@@ -68,7 +69,7 @@ def main(argv=None):
     p.add_argument("--estimator", choices=ESTIMATORS, action="append", default=None,
                    help="map(s) to scan (default multilevel; repeat for both)")
     p.add_argument("--solve", action="store_true",
-                   help="also solve the multilevel SE from the grid's root")
+                   help="also solve each scanned estimator's SE from its grid root")
     p.add_argument("--plot-only", action="store_true",
                    help="redraw the figure from the CSV in the output folder, no computing")
     args = p.parse_args(argv)
@@ -102,7 +103,7 @@ def main(argv=None):
 
     warnings.simplefilter("ignore")
     model = build_model("attention", {"depth": L, "seq_len": 2, "skip": 1.0, "inv_temp": 1.0})
-    rows = []
+    rows, solved = [], []
     for est in estimators:
         se = build_se(model, args.alpha, samples, args.seed, est)
         Q0 = np.diag(q)
@@ -132,14 +133,20 @@ def main(argv=None):
         print(f"{est}: slope dF/dq = {slope:.3f}; roots on the grid "
               f"{[round(float(v), 4) for v in roots]} (+- ~{s / max(1 - slope, 1e-3):.3f} "
               "from the largest stderr(F) / (1 - slope))", flush=True)
-        if args.solve and est == "multilevel" and roots:
+        if args.solve and roots:
             Qs = np.diag(q)
             Qs[k, k] = roots[0]
             t = time.perf_counter()
             res = se.solve(Q0=Qs)
-            print(f"solve: Q = {np.round(np.diag(res.Q), 4).tolist()} +- "
+            print(f"{est} solve: Q = {np.round(np.diag(res.Q), 4).tolist()} +- "
                   f"{np.round(np.diag(res.Q_stderr), 4).tolist()}, converged {res.converged}, "
                   f"{res.iterations} iterations, {time.perf_counter() - t:.0f} s", flush=True)
+            solved.append(dict(estimator=est, start=roots[0], converged=res.converged,
+                               iterations=res.iterations, residual=res.residual,
+                               seconds=time.perf_counter() - t,
+                               **{f"Q{i + 1}": res.Q[i, i] for i in range(L)},
+                               **{f"Q{i + 1}_stderr": res.Q_stderr[i, i] for i in range(L)}))
+            write_csv(out / "smi_deep_map_scan_solve.csv", solved)
     write_csv(out / "smi_deep_map_scan.csv", rows)
 
     plot(rows, estimators, args, q, k, samples, out)

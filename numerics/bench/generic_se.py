@@ -9,11 +9,12 @@ Links:
   alpha = 3.5 (weak threshold pi^2/4);
 * depth-2 attention (skip 1, seq-len 2), alpha = 0.5: a reduced noiseless link whose
   fixed point is a staircase plateau (layer 1 at 0, held there by its sign symmetry).
-  Plain: y sampled, Gauss-Hermite 30 on all 16384 samples (``multilevel=False``).  New: a
-  sampled solve on ``PLATEAU_WARMUP_SAMPLES`` finds the plateau, then the plateau map
-  (glm/se/plateau.py: omega in polar coordinates, y integrated over its two feature
-  coordinates given omega; nothing sampled) is solved by secant steps; its error is the
-  change against the refined rule, through ``1 - F'``; both parts timed.
+  Plain: y sampled, Gauss-Hermite 30 on all 16384 samples (``multilevel=False``).  New:
+  ``solve_to_target(PLATEAU_TARGET)`` from ``PLATEAU_WARMUP_SAMPLES`` samples: its sampled
+  round finds the plateau and it chooses the plateau map by itself (glm/se/plateau.py:
+  omega in polar coordinates, y integrated over its two feature coordinates given omega;
+  nothing sampled), solved by secant steps; its error is the change against the refined
+  rule, through ``1 - F'``; all timed.
 
 For each link both estimators solve the SE from ``0.05 I`` in this process, warm kernels
 (one untimed map evaluation first): today's ``observation='sample'`` at the default
@@ -66,6 +67,9 @@ PLAIN_SAMPLES = 16384
 #: samples of the sampled solve that finds the depth-2 attention plateau (its value only
 #: starts the deterministic solve)
 PLATEAU_WARMUP_SAMPLES = 2048
+#: the target error asked of the attention row's new side (1e-4: 1.6e7 samples by the
+#: Monte-Carlo rate, so ``solve_to_target`` chooses the plateau map by itself)
+PLATEAU_TARGET = 1e-4
 #: Gauss-Hermite nodes per axis of the deterministic rows (None: the default, 24): |z| + noise
 #: converges slowly in omega (measured at alpha 1.5: Q - Q* = 1.2e-3 at 24, 6.9e-5 at 48)
 OMEGA_NODES = {"scalar noisy |z|": 96}
@@ -110,12 +114,12 @@ def run(model, alpha, noise, samples, observation, multilevel=True, sampling="rq
 
 
 def run_plateau(model, alpha):
-    """The plateau route (glm/se/plateau.py): a sampled solve on PLATEAU_WARMUP_SAMPLES
-    finds the plateau (layer 1 at 0, its stability from that solve's Jacobian), then the
-    deterministic plateau map is solved from there; both timed."""
+    """The route a user gets by asking for a target error: ``solve_to_target`` on
+    PLATEAU_WARMUP_SAMPLES samples finds the plateau (layer 1 at 0, stable by that solve's
+    Jacobian) and, predicting the plateau map sooner than the samples the target needs,
+    solves the deterministic plateau map from there (glm/se/plateau.py); all timed."""
     import warnings
 
-    from symtheory.glm.se.plateau import plateau_row, solve_plateau
     from symtheory.glm.se.state_evolution import StateEvolution
 
     se = StateEvolution(model, alpha, samples=PLATEAU_WARMUP_SAMPLES, observation="sample")
@@ -123,17 +127,11 @@ def run_plateau(model, alpha):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t0 = time.perf_counter()
-        warm = se.solve()
-        row = plateau_row(se, warm.Q)
-        if isinstance(row, str):
-            raise RuntimeError(f"the sampled solve did not end on a plateau: {row}")
-        res = solve_plateau(se, float(warm.Q[row, row]))
+        res = se.solve_to_target(PLATEAU_TARGET)
         dt = time.perf_counter() - t0
-    note = (f"sampled warm-up on {PLATEAU_WARMUP_SAMPLES} samples (Q = "
-            f"{np.round(np.diag(warm.Q), 4).tolist()} +- "
-            f"{np.round(np.diag(warm.Q_stderr), 4).tolist()}, stable {warm.stable}), then "
-            + res.message)
-    return res, float(np.max(res.Q_stderr)), dt, note
+    if res.method != "plateau map":
+        raise RuntimeError(f"solve_to_target did not take the plateau route: {res.message}")
+    return res, float(np.max(res.Q_stderr)), dt, res.message
 
 
 def main(argv):

@@ -106,7 +106,8 @@ def cmd_se(args) -> int:
         cols[f"Q{a + 1}{a + 1}_stderr"] = []
     for k in ("bo_error", "bo_stderr", "plugin_error", "plugin_stderr", "free_entropy",
               "free_entropy_stderr", "converged", "stable", "iterations", "residual",
-              "nishimori_gap", "channel_error", "channel_qhat_error", "samples", "observation"):
+              "nishimori_gap", "channel_error", "channel_qhat_error", "samples", "observation",
+              "method"):
         cols[k] = []
     rules_used = {}       # a reduced link may switch to the peak-following rule per alpha
     reports = []          # the solver's message per alpha (stages, escapes, error notes)
@@ -155,6 +156,7 @@ def cmd_se(args) -> int:
                                           else res.channel_qhat_error)
         cols["samples"].append(res.samples)
         cols["observation"].append(res.observation)
+        cols["method"].append(res.method)
     meta = {"model": model.description, "samples": args.samples,
             "target_error": args.target_error,
             **design_record(se.sampling, se.omega_nodes), "seed": args.seed,
@@ -178,7 +180,10 @@ def cmd_se(args) -> int:
                       "propagated through the linearized SE map, combined in quadrature "
                       "with the iteration's truncation error (Newton-predicted distance to "
                       "the fixed point); errors: Monte-Carlo "
-                      "standard errors of their own --error-samples draws",
+                      "standard errors of their own --error-samples draws; where the "
+                      "method column reads 'plateau map' (chosen under --target-error on a "
+                      "staircase plateau, glm/se/plateau.py) Q*_stderr is that rule's error "
+                      "estimate (change against a refined rule through 1 - F')",
             "free_entropy": "Phi = -Tr(Q Q_hat)/2 + psi_P(Q_hat) + alpha Psi_out(Q) (smi.md 4); "
                             "Psi_out is the log-density of y in the observed coordinates (of "
                             "the inversion features, e.g. softmax logit differences, for a "

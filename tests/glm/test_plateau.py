@@ -132,3 +132,55 @@ def test_polar_rule_weight_is_the_derived_jacobian_and_integrates_gaussian_momen
     for f, values in ((sp.Integer(1), 1.0 + 0 * a), (w1 ** 2, a ** 2),
                       (w1 ** 2 * w2 ** 2, a ** 2 * b ** 2), (w1 ** 4, a ** 4)):
         assert abs(W @ values - exact(f)) < 1e-12
+
+
+def _sampled_plateau(se, q=0.771, stderr=0.009):
+    """A stand-in for a sampled solve's result ending on the plateau at ``q``."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(Q=np.diag([0.0, q]), Q_stderr=np.diag([0.0, stderr]),
+                           converged=True, stable=True)
+
+
+def test_plateau_route_is_chosen_by_predicted_time():
+    """The automatic choice of solve_to_target: the plateau route is taken when one timed
+    evaluation x PLATEAU_SOLVE_EVALUATIONS is below the predicted time of the samples the
+    target needs, refused with both predictions stated otherwise, and not considered off
+    a plateau or at an unconverged point."""
+    from types import SimpleNamespace
+
+    from symtheory.glm.se.plateau import plateau_route
+
+    se = _attention(samples=2048)
+    rule = PlateauRule(2, 4, 4.0, 4)                # a coarse rule: the choice, not accuracy
+    res = _sampled_plateau(se)
+    # sampling predicted cheap: 2048 x (0.009/0.008)^2 samples at 1 us each
+    chosen, note = plateau_route(se, res, 0.009, 0.008, 2048e-6, 2 ** 22, rule)
+    assert chosen is None and note.startswith("plateau route not chosen: more samples predicted")
+    # the target needs more samples than max_samples allows: sampling cannot reach it
+    chosen, note = plateau_route(se, res, 0.009, 1e-6, 1.0, 2 ** 22, rule)
+    assert note is None and chosen.method == "plateau map"
+    assert "> max_samples" in chosen.message and chosen.error_kind == "estimate"
+    assert 0.6 < chosen.Q[1, 1] < 0.9 and chosen.Q[0, 0] == 0.0
+    off = SimpleNamespace(Q=np.diag([0.3, 0.771]), Q_stderr=np.zeros((2, 2)), converged=True,
+                          stable=True)
+    assert plateau_route(se, off, 0.009, 1e-6, 1.0, 2 ** 22, rule) == (None, None)
+    unstable = SimpleNamespace(**{**vars(res), "stable": False})
+    chosen, note = plateau_route(se, unstable, 0.009, 1e-6, 1.0, 2 ** 22, rule)
+    assert chosen is None and "not a converged stable point" in note
+
+
+@pytest.mark.slow
+@pytest.mark.ci_slow  # ~2 min: a sampled round on 2048 samples, then the plateau solve
+def test_solve_to_target_integrates_on_a_plateau():
+    """Depth-2 attention at alpha 0.5: a target of 1e-4 (1.6e7 samples by the Monte-Carlo
+    rate, above max_samples) is met by the plateau route, chosen automatically; its value
+    lies within 3 sampled standard errors of the sampled round (its error estimate is
+    far smaller)."""
+    se = _attention(samples=2048)
+    res = se.solve_to_target(1e-4)
+    assert res.method == "plateau map" and "plateau route chosen" in res.message
+    assert float(res.Q_stderr[1, 1]) <= 1e-4 and res.Q[0, 0] == 0.0
+    n, err, _ = res.target_rounds[0]
+    sampled = float(res.message.split("sampled plateau ")[1].split(" ")[0])
+    assert n == 2048 and abs(res.Q[1, 1] - sampled) <= 3 * err

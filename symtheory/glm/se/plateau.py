@@ -223,7 +223,8 @@ def plateau_map(se, q, rule=PlateauRule()):
     return float(F[row, row]), sq, tw, mass
 
 
-def solve_plateau(se, q0, rule=PlateauRule(), *, slope=None, tol=1e-9, max_evaluations=12):
+def solve_plateau(se, q0, rule=PlateauRule(), *, slope=None, tol=1e-9, max_evaluations=12,
+                  first_evaluation=None):
     """Return the plateau's fixed point ``q = F_ll(q)`` by secant steps on the
     deterministic map, from ``q0`` (e.g. a sampled solve's value), as an
     :class:`~symtheory.glm.se.result.SEResult` whose error is an estimate.  The
@@ -233,6 +234,9 @@ def solve_plateau(se, q0, rule=PlateauRule(), *, slope=None, tol=1e-9, max_evalu
     Stability along the learned row is checked (``F' < 1``). The pinned rows' stability is
     the staircase's condition ``alpha K_aa < 1``, and it is not checked here. The sampled
     solve that found the plateau checks it with its Jacobian.
+
+    ``first_evaluation``: ``plateau_map(se, q0, rule)`` if already computed (it is reused,
+    not recomputed).
     """
     from .result import SEResult
 
@@ -256,7 +260,8 @@ def solve_plateau(se, q0, rule=PlateauRule(), *, slope=None, tol=1e-9, max_evalu
     xs, rs, last = [], [], None
     q = q0
     for k in range(max_evaluations):
-        F, sq, tw, mass = plateau_map(se, q, rule)
+        F, sq, tw, mass = (first_evaluation if k == 0 and first_evaluation is not None
+                           else plateau_map(se, q, rule))
         last = (F, sq, tw, mass)
         xs.append(q)
         rs.append(F - q)
@@ -295,3 +300,47 @@ def solve_plateau(se, q0, rule=PlateauRule(), *, slope=None, tol=1e-9, max_evalu
                     stable=stable, channel_error=None, channel_qhat_error=None, samples=None,
                     observation="y integrated given omega on the plateau: " + rule.describe(),
                     observation_qhat_error=None, error_kind="estimate", method="plateau map")
+
+
+#: evaluations of the plateau map a :func:`solve_plateau` costs, in units of one evaluation
+#: of the default rule: ~5 secant steps plus the refined rule's check (~4.5x one).  Measured
+#: on depth-2 attention at alpha 0.5 (2026-11-29): 5 evaluations + 1 refined in 72 s at
+#: 7.1 s per evaluation, i.e. 10.1
+PLATEAU_SOLVE_EVALUATIONS = 10
+
+
+def plateau_route(se, res, error, target_error, seconds, max_samples, rule=PlateauRule()):
+    """The automatic choice of :meth:`~symtheory.glm.se.staged_solve.StagedSolve.solve_to_target`:
+    ``(result, note)``.  ``result`` is :func:`solve_plateau`'s from the sampled fixed
+    point ``res`` when that point is a stable plateau (:func:`plateau_row`) and the plateau
+    route is predicted to reach ``target_error`` sooner than more samples, else ``None``.
+
+    Predictions: more samples cost ``seconds / samples`` per sample (the last round) for
+    ``samples (error / target_error)^2`` samples (the Monte-Carlo rate), impossible above
+    ``max_samples``; the plateau route costs :data:`PLATEAU_SOLVE_EVALUATIONS` times one
+    evaluation of its map, timed at the sampled fixed point (and reused by the solve).
+    ``note`` states the two predictions, or why the plateau route was not considered.
+    """
+    import time
+
+    row = plateau_row(se, res.Q)
+    if isinstance(row, str):
+        return None, None
+    if not (res.converged and res.stable):
+        return None, "plateau route not tried: the sampled plateau is not a converged stable point"
+    q = float(res.Q[row, row])
+    need = se.samples * (error / target_error) ** 2
+    sampled = seconds / se.samples * need if need <= max_samples else math.inf
+    t0 = time.perf_counter()
+    first = plateau_map(se, q, rule)
+    predicted = (time.perf_counter() - t0) * PLATEAU_SOLVE_EVALUATIONS
+    why = (f"more samples predicted {sampled:.0f} s ({need:.3g} samples"
+           + (f" > max_samples {max_samples}" if need > max_samples else "")
+           + f"), the plateau map {predicted:.0f} s")
+    if predicted >= sampled:
+        return None, "plateau route not chosen: " + why
+    out = solve_plateau(se, q, rule, first_evaluation=first)
+    out.message = ("plateau route chosen (" + why + f"; sampled plateau {q:.6g} +- "
+                   f"{float(res.Q_stderr[row, row]):.2g} on {se.samples} samples, stable by its "
+                   "Jacobian): " + out.message)
+    return out, None

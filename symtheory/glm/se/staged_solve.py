@@ -293,6 +293,17 @@ class StagedSolve:
         randomized QMC on a smooth integrand converges faster and stops early), rounded up
         to the scramblings times a power of 2, at least doubled, at most 64x.
 
+        Integrating instead of sampling, chosen automatically: where the first round's
+        fixed point is a stable staircase plateau of a reduced noiseless link (every row
+        but the solved one pinned at 0 by its sign symmetry, ``M = 2``, one solved row;
+        :func:`~symtheory.glm.se.plateau.plateau_row`), the plateau map integrates
+        ``omega`` and ``y`` deterministically (:mod:`symtheory.glm.se.plateau`).  It is
+        taken when its predicted time (one evaluation timed there, times
+        :data:`~symtheory.glm.se.plateau.PLATEAU_SOLVE_EVALUATIONS`) is below that of the
+        samples the target needs; the result's ``method`` is then ``"plateau map"``, its
+        ``Q_stderr`` the rule's error estimate (``error_kind = "estimate"``), and the
+        message gives both predictions.
+
         Parameters
         ----------
         target_error : float
@@ -334,7 +345,7 @@ class StagedSolve:
             raise ParameterError(f"max_samples must be an integer >= samples ({self.samples}), got "
                                  f"{max_samples!r}")
         free = self.mask > 0
-        rounds, Q = [], Q0
+        rounds, Q, notes, plateau_tried = [], Q0, [], False
         while True:
             t0 = time.perf_counter()
             res = self.solve(Q, progress=False, **solve_options)
@@ -343,6 +354,21 @@ class StagedSolve:
             rounds.append((self.samples, err, seconds))
             if err <= target_error or self.samples >= max_samples or not np.isfinite(err):
                 break
+            if not plateau_tried and self.features is not None and self.omega_weights is None:
+                # integrate instead of sampling where the fixed point allows it and it is
+                # predicted sooner there (glm/se/plateau.py)
+                from .plateau import plateau_route
+
+                chosen, note = plateau_route(self, res, err, target_error, seconds, max_samples)
+                plateau_tried = chosen is not None or note is not None
+                if note:
+                    notes.append(note)
+                if chosen is not None:
+                    e = float(np.max(chosen.Q_stderr))
+                    return self._target_report(
+                        chosen, target_error, e, rounds, "the plateau rule's error estimate",
+                        f"the plateau map's error estimate {e:.2g} is above target_error "
+                        f"{target_error:g}")
             if self.omega_weights is not None:
                 # a tensor rule: 1.5x the nodes per axis a round (its error falls faster
                 # than any power of the nodes on an analytic integrand)
@@ -366,15 +392,23 @@ class StagedSolve:
             self.samples = n_new
             self._draw_samples(self.sampling, self.scrambles or DEFAULT_SCRAMBLES, self.seed)
             Q = res.Q
+        res.message += "".join(f"; {n}" for n in notes)
+        return self._target_report(res, target_error, err, rounds, "max_samples",
+                                   f"max stderr {err:.2g} above target_error {target_error:g} "
+                                   f"at max_samples {self.samples}")
+
+    def _target_report(self, res, target_error, err, rounds, limit, warning):
+        """:meth:`solve_to_target`'s report on its result ``res`` (largest error ``err``):
+        the target reached or not (``limit`` says what stopped it, ``warning`` is warned)
+        and the sampled rounds."""
         reached = err <= target_error
         res.message += (f"; target error {target_error:g} " +
-                        ("reached" if reached else "NOT reached (max_samples)") +
-                        ": rounds (samples, max stderr, seconds) " +
+                        ("reached" if reached else f"NOT reached ({limit})") +
+                        ": sampled rounds (samples, max stderr, seconds) " +
                         ", ".join(f"({n}, {e:.2g}, {t:.1f})" for n, e, t in rounds))
         if not reached:
-            warnings.warn(f"state evolution at alpha={self.alpha:g}: max stderr {err:.2g} above "
-                          f"target_error {target_error:g} at max_samples {self.samples}",
-                          ConvergenceWarning, stacklevel=2)
+            warnings.warn(f"state evolution at alpha={self.alpha:g}: {warning}",
+                          ConvergenceWarning, stacklevel=3)
         res.target_rounds = rounds
         return res
 
