@@ -21,7 +21,8 @@ lambda)``.  Estimators (``--estimator``, repeatable):
 ``Q_stderr``, into smi_deep_map_scan_solve.csv.  On ``gamp-rule`` that is the SE of GAMP's
 own rule: where a GAMP run lands if its rule's bias, not finite d, sets its overlaps.
 
-Writes smi_deep_map_scan.csv, smi_deep_map_scan.png and params.json into
+Writes smi_deep_map_scan.csv, smi_deep_map_scan.png, params.json (and with --solve
+smi_deep_map_scan_solve.csv) into
 numerics/out/smi_deep_map_scan/ (or --out).  Full (defaults): alpha = 1.3, q = (0.36, *,
 0.992), layer 2 at 0.20 0.26 0.33 0.40, 8192 draws; --quick: 256 draws, two grid points.
 
@@ -87,6 +88,8 @@ def main(argv=None):
     estimators = args.estimator or ["multilevel"]
     out = output_dir(__file__, args)
     k = args.layer - 1
+    if args.solve and not args.plot_only:
+        (out / "smi_deep_map_scan_solve.csv").unlink(missing_ok=True)   # no stale solves
     if args.plot_only:
         import csv
 
@@ -133,17 +136,20 @@ def main(argv=None):
         print(f"{est}: slope dF/dq = {slope:.3f}; roots on the grid "
               f"{[round(float(v), 4) for v in roots]} (+- ~{s / max(1 - slope, 1e-3):.3f} "
               "from the largest stderr(F) / (1 - slope))", flush=True)
+        write_csv(out / "smi_deep_map_scan.csv", rows)      # before the (long) solves
         if args.solve and roots:
             Qs = np.diag(q)
-            Qs[k, k] = roots[0]
+            Qs[k, k] = roots[0]                  # the first sign change of the residual
             t = time.perf_counter()
             res = se.solve(Q0=Qs)
+            seconds = time.perf_counter() - t
             print(f"{est} solve: Q = {np.round(np.diag(res.Q), 4).tolist()} +- "
                   f"{np.round(np.diag(res.Q_stderr), 4).tolist()}, converged {res.converged}, "
-                  f"{res.iterations} iterations, {time.perf_counter() - t:.0f} s", flush=True)
+                  f"stable {res.stable}, {res.iterations} iterations, {seconds:.0f} s",
+                  flush=True)
             solved.append(dict(estimator=est, start=roots[0], converged=res.converged,
-                               iterations=res.iterations, residual=res.residual,
-                               seconds=time.perf_counter() - t,
+                               stable=res.stable, iterations=res.iterations,
+                               residual=res.residual, seconds=seconds, message=res.message,
                                **{f"Q{i + 1}": res.Q[i, i] for i in range(L)},
                                **{f"Q{i + 1}_stderr": res.Q_stderr[i, i] for i in range(L)}))
             write_csv(out / "smi_deep_map_scan_solve.csv", solved)

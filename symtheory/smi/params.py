@@ -100,7 +100,10 @@ SE = dict(MODEL_PARAMS, **{
         doc="standard error wanted on every free overlap at the fixed point (Q*_stderr): "
             "solves again on more frozen samples, starting at --samples, x (error/target)^2 "
             "(at least 2x, at most 64x) a round, until it is met (up to 2^22 samples; each "
-            "round's ETA from its measured cost per sample goes to stderr; none: one solve)"),
+            "round's ETA from its measured cost per sample goes to stderr; none: one solve). "
+            "On a staircase plateau of a reduced noiseless link (M = 2, one free row) the "
+            "deterministic plateau map is taken instead when predicted sooner: the method "
+            "column then reads 'plateau map' and Q*_stderr is its rule's error estimate"),
     "observation": Param.choice(
         "auto", "integrate", "sample", default="auto",
         doc="auto: integrate y given omega by an exact sum over a discrete output's values, "

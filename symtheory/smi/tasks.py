@@ -101,7 +101,8 @@ def se_point(model, depth, seq_len, skip, inv_temp, noise, quadrature, quadratur
     phi, phi_se = se.free_entropy(res.Q)
     out.update(bo_error=bo.error if bo else nan, bo_stderr=bo.stderr if bo else nan,
                plugin_error=pl.error if pl else nan, plugin_stderr=pl.stderr if pl else nan,
-               free_entropy=phi, free_entropy_stderr=phi_se, nishimori_gap=res.nishimori_gap)
+               free_entropy=phi, free_entropy_stderr=phi_se, nishimori_gap=res.nishimori_gap,
+               method=res.method)
     out["convergence"] = convergence(converged=res.converged, iterations=res.iterations,
                                      residual=res.residual, message=res.message)
     return out

@@ -134,40 +134,108 @@ def test_polar_rule_weight_is_the_derived_jacobian_and_integrates_gaussian_momen
         assert abs(W @ values - exact(f)) < 1e-12
 
 
-def _sampled_plateau(se, q=0.771, stderr=0.009):
+def _sampled_plateau(q=0.771, stderr=0.009, **over):
     """A stand-in for a sampled solve's result ending on the plateau at ``q``."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(Q=np.diag([0.0, q]), Q_stderr=np.diag([0.0, stderr]),
-                           converged=True, stable=True)
+    return SimpleNamespace(**{**dict(Q=np.diag([0.0, q]), Q_stderr=np.diag([0.0, stderr]),
+                                     converged=True, stable=True, message="sampled"), **over})
 
 
-def test_plateau_route_is_chosen_by_predicted_time():
+def test_plateau_route_is_chosen_by_predicted_time(monkeypatch):
     """The automatic choice of solve_to_target: the plateau route is taken when one timed
     evaluation x PLATEAU_SOLVE_EVALUATIONS is below the predicted time of the samples the
-    target needs, refused with both predictions stated otherwise, and not considered off
-    a plateau or at an unconverged point."""
-    from types import SimpleNamespace
-
-    from symtheory.glm.se.plateau import plateau_route
+    target needs (feasible or not), refused with both predictions stated otherwise, and
+    not considered off a plateau or at an unconverged or unchecked point; the timed
+    evaluation is the solve's first, not repeated."""
+    from symtheory.glm.se import plateau
 
     se = _attention(samples=2048)
     rule = PlateauRule(2, 4, 4.0, 4)                # a coarse rule: the choice, not accuracy
-    res = _sampled_plateau(se)
+    calls = []
+    real_map = plateau.plateau_map
+    monkeypatch.setattr(plateau, "plateau_map",
+                        lambda *a, **k: calls.append(a[1]) or real_map(*a, **k))
+    res = _sampled_plateau()
     # sampling predicted cheap: 2048 x (0.009/0.008)^2 samples at 1 us each
-    chosen, note = plateau_route(se, res, 0.009, 0.008, 2048e-6, 2 ** 22, rule)
-    assert chosen is None and note.startswith("plateau route not chosen: more samples predicted")
+    c = plateau.plateau_route(se, res, 0.009, 0.008, 2048e-6, 2 ** 22, rule=rule)
+    assert c.result is None and c.note.startswith("plateau route not chosen: more samples "
+                                                  "predicted < 1 s")
+    assert len(calls) == 1 and c.predicted > 0
+    # the timing is reused by the next round: no evaluation, same verdict
+    c2 = plateau.plateau_route(se, res, 0.009, 0.008, 2048e-6, 2 ** 22, rule=rule,
+                               predicted=c.predicted)
+    assert len(calls) == 1 and c2.note == c.note
+    # feasible but slow sampling (1e6 s a round): the plateau route, one evaluation fewer
+    calls.clear()
+    c = plateau.plateau_route(se, res, 0.009, 0.008, 1e6, 2 ** 22, rule=rule)
+    assert c.result is not None and c.result.method == "plateau map"
+    assert calls[0] == 0.771 and calls.count(0.771) == 1     # timed once, then reused
+    # an estimate above a reachable target: not used, not tried again
+    c = plateau.plateau_route(se, res, 0.009, 1e-9, 1e6, 2 ** 62, rule=rule)
+    assert c.result is None and "above the target" in c.note and c.predicted == np.inf
     # the target needs more samples than max_samples allows: sampling cannot reach it
-    chosen, note = plateau_route(se, res, 0.009, 1e-6, 1.0, 2 ** 22, rule)
-    assert note is None and chosen.method == "plateau map"
-    assert "> max_samples" in chosen.message and chosen.error_kind == "estimate"
-    assert 0.6 < chosen.Q[1, 1] < 0.9 and chosen.Q[0, 0] == 0.0
-    off = SimpleNamespace(Q=np.diag([0.3, 0.771]), Q_stderr=np.zeros((2, 2)), converged=True,
-                          stable=True)
-    assert plateau_route(se, off, 0.009, 1e-6, 1.0, 2 ** 22, rule) == (None, None)
-    unstable = SimpleNamespace(**{**vars(res), "stable": False})
-    chosen, note = plateau_route(se, unstable, 0.009, 1e-6, 1.0, 2 ** 22, rule)
-    assert chosen is None and "not a converged stable point" in note
+    c = plateau.plateau_route(se, res, 0.009, 1e-9, 1.0, 2 ** 22, rule=rule)
+    assert c.result.error_kind == "estimate" and "cannot reach it" in c.result.message
+    assert 0.6 < c.result.Q[1, 1] < 0.9
+    assert plateau.plateau_route(se, _sampled_plateau(Q=np.diag([0.3, 0.771])), 0.009, 1e-6,
+                                 1.0, 2 ** 22, rule=rule).note is None
+    for over, why in (({"stable": False}, "unstable"), ({"stable": None}, "unchecked"),
+                      ({"converged": False}, "not converged")):
+        c = plateau.plateau_route(se, _sampled_plateau(**over), 0.009, 1e-6, 1.0, 2 ** 22,
+                                  rule=rule)
+        assert c.result is None and why in c.note
+    with pytest.raises(ParameterError, match="target_error"):
+        plateau.plateau_route(se, res, 0.009, 0.0, 1.0, 2 ** 22, rule=rule)
+
+
+def test_solve_to_target_takes_or_reports_the_plateau_route(monkeypatch):
+    """The wiring of solve_to_target (the sampled solve and the route stubbed): a plateau
+    result is returned
+    with its method and the sampled rounds, a target it misses is warned about at the
+    caller, and a refusal's note is kept while sampling goes on."""
+    import warnings
+
+    from symtheory.core.solvers import ConvergenceWarning
+    from symtheory.glm.se import plateau
+    from symtheory.glm.se.result import SEResult
+
+    se = _attention(samples=64)
+    monkeypatch.setattr(type(se), "solve", lambda self, Q=None, **k: SEResult(
+        value=np.diag([0.0, 0.77]), error=np.diag([0.0, 0.5 / np.sqrt(self.samples)]),
+        Qhat=None, Qhat_stderr=None, converged=True, iterations=1, residual=0.0,
+        nishimori_gap=0.0, message="sampled", trace=[], stable=True, samples=self.samples))
+    fake = SEResult(value=np.diag([0.0, 0.7708]), error=np.diag([0.0, 3e-3]), Qhat=None,
+                    Qhat_stderr=None, converged=True, iterations=5, residual=0.0,
+                    nishimori_gap=0.0, message="plateau route chosen", trace=[], stable=True,
+                    error_kind="estimate", method="plateau map")
+    monkeypatch.setattr(plateau, "plateau_route",
+                        lambda *a, **k: plateau.PlateauChoice(result=fake, predicted=1.0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = se.solve_to_target(1e-3, max_samples=128)
+    assert res.method == "plateau map" and res.target_rounds == [(64, 0.0625, res.target_rounds[0][2])]
+    assert "NOT reached" in res.message
+    warned = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert warned and warned[0].filename == __file__
+    monkeypatch.setattr(plateau, "plateau_route",
+                        lambda *a, **k: plateau.PlateauChoice(note="plateau route not chosen: x",
+                                                              predicted=k.get("predicted") or 1.0))
+    se.samples = 64
+    res = se.solve_to_target(0.01, max_samples=2 ** 16)
+    assert res.method != "plateau map" and "plateau route not chosen: x" in res.message
+    assert float(res.Q_stderr.max()) <= 0.01 and "target error 0.01 reached" in res.message
+
+
+def test_plateau_row_refuses_what_it_does_not_integrate():
+    """A regularized SE, a deep link's 4-D free-row posterior, a Laplace-RQMC rule."""
+    m = build_model("attention", {"depth": 2, "seq_len": 2, "skip": 1.0, "inv_temp": 1.0})
+    reg = StateEvolution(m, 0.5, samples=2, observation="sample", sampling="rqmc",
+                         regularization=1e-3)
+    assert "regularization" in plateau_row(reg, np.diag([0.0, 0.5]))
+    deep = build_model("attention", {"depth": 3, "seq_len": 2, "skip": 1.0, "inv_temp": 1.0})
+    se3 = StateEvolution(deep, 0.5, samples=2, observation="sample", sampling="rqmc")
+    assert "4-D" in plateau_row(se3, np.diag([0.0, 0.0, 0.5]))
 
 
 @pytest.mark.slow
@@ -180,7 +248,7 @@ def test_solve_to_target_integrates_on_a_plateau():
     se = _attention(samples=2048)
     res = se.solve_to_target(1e-4)
     assert res.method == "plateau map" and "plateau route chosen" in res.message
-    assert float(res.Q_stderr[1, 1]) <= 1e-4 and res.Q[0, 0] == 0.0
+    assert float(res.Q_stderr[1, 1]) <= 1e-4 and res.converged and res.stable
     n, err, _ = res.target_rounds[0]
     sampled = float(res.message.split("sampled plateau ")[1].split(" ")[0])
     assert n == 2048 and abs(res.Q[1, 1] - sampled) <= 3 * err

@@ -35,7 +35,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ...core.quadrature import TensorRule
 from ...core.validate import ParameterError
+from ..integrate.reduced_posterior import PeakTensorRule
 
 #: radial panels in units of ``sqrt(q)`` (past 6.5 the weight ``rho e^{-rho^2/2}`` is
 #: below 5e-9)
@@ -106,6 +108,14 @@ def plateau_row(se, Q):
         return "output noise"
     if not np.allclose(se.rho, np.eye(model.P)):
         return "needs rho = I"
+    if se.regularization > 0:
+        return "the SE's regularization (V + reg I) is not the plateau map's posterior"
+    if len(rp.free_rows) * model.M != 2:
+        return (f"the free rows' posterior is {len(rp.free_rows) * model.M}-D; the plateau "
+                "rule integrates a 2-D one")
+    if not isinstance(se.feature_rule, (TensorRule, PeakTensorRule)):
+        return (f"the SE integrates the free rows by {type(se.feature_rule).__name__}, not "
+                "the exact posterior the plateau map integrates")
     diag = np.diag(Q)
     learned = [a for a in range(model.P) if diag[a] > PINNED]
     if learned != list(rp.solved_rows):
@@ -303,44 +313,92 @@ def solve_plateau(se, q0, rule=PlateauRule(), *, slope=None, tol=1e-9, max_evalu
 
 
 #: evaluations of the plateau map a :func:`solve_plateau` costs, in units of one evaluation
-#: of the default rule: ~5 secant steps plus the refined rule's check (~4.5x one).  Measured
+#: of the default rule: ~5 secant steps plus the refined rule's check (~5x one).  Measured
 #: on depth-2 attention at alpha 0.5 (2026-11-29): 5 evaluations + 1 refined in 72 s at
 #: 7.1 s per evaluation, i.e. 10.1
 PLATEAU_SOLVE_EVALUATIONS = 10
 
 
-def plateau_route(se, res, error, target_error, seconds, max_samples, rule=PlateauRule()):
-    """The automatic choice of :meth:`~symtheory.glm.se.staged_solve.StagedSolve.solve_to_target`:
-    ``(result, note)``.  ``result`` is :func:`solve_plateau`'s from the sampled fixed
-    point ``res`` when that point is a stable plateau (:func:`plateau_row`) and the plateau
-    route is predicted to reach ``target_error`` sooner than more samples, else ``None``.
+@dataclass
+class PlateauChoice:
+    """What :func:`plateau_route` decided: ``result`` (the plateau solve's, when taken),
+    ``note`` (why not, or ``None`` off a plateau) and ``predicted`` (seconds of a plateau
+    solve, once timed; ``inf`` after a plateau solve that was not usable), which the next
+    round reuses instead of timing again."""
 
-    Predictions: more samples cost ``seconds / samples`` per sample (the last round) for
-    ``samples (error / target_error)^2`` samples (the Monte-Carlo rate), impossible above
-    ``max_samples``; the plateau route costs :data:`PLATEAU_SOLVE_EVALUATIONS` times one
-    evaluation of its map, timed at the sampled fixed point (and reused by the solve).
-    ``note`` states the two predictions, or why the plateau route was not considered.
+    result: object = None
+    note: str | None = None
+    predicted: float | None = None
+
+
+def _seconds(t):
+    return f"{t:.0f} s" if t >= 1 else "< 1 s"
+
+
+def plateau_route(se, res, error, target_error, seconds, max_samples, *, predicted=None,
+                  rule=PlateauRule(), progress=None) -> PlateauChoice:
+    """The automatic choice of :meth:`~symtheory.glm.se.staged_solve.StagedSolve.solve_to_target`
+    after a sampled round: the plateau map's fixed point (:func:`solve_plateau`, from
+    the sampled fixed point ``res``) when ``res`` is a converged plateau, stable by its
+    Jacobian (:func:`plateau_row`), and the plateau route is predicted to reach
+    ``target_error`` sooner than more samples.
+
+    Predictions: more samples cost ``seconds / samples`` per sample (the last round, which
+    includes its warm-up stages, so an over-estimate) for ``samples (error /
+    target_error)^2`` samples (the Monte-Carlo rate), impossible above ``max_samples``; the
+    plateau route costs :data:`PLATEAU_SOLVE_EVALUATIONS` times one evaluation of its map,
+    timed at the sampled fixed point (that evaluation is reused by the solve) unless
+    ``predicted`` gives it from an earlier round.
+
+    The plateau solve's result is used only if it converged, its learned row is not
+    unstable, and its error estimate meets the target or no number of samples can;
+    otherwise the note says why and ``predicted`` becomes ``inf`` (not tried again).
+    ``progress``: a callable taking one line of text, called before the plateau solve.
     """
     import time
 
+    if not target_error > 0:
+        raise ParameterError(f"target_error must be > 0, got {target_error!r}")
     row = plateau_row(se, res.Q)
     if isinstance(row, str):
-        return None, None
-    if not (res.converged and res.stable):
-        return None, "plateau route not tried: the sampled plateau is not a converged stable point"
+        return PlateauChoice(predicted=predicted)
+    if not res.converged or res.stable is not True:
+        why = "not converged" if not res.converged else (
+            "unstable by its Jacobian" if res.stable is False else "its stability unchecked")
+        return PlateauChoice(note=f"plateau route not tried: the sampled plateau is {why}",
+                             predicted=predicted)
+    if predicted is not None and not math.isfinite(predicted):
+        return PlateauChoice(predicted=predicted)
     q = float(res.Q[row, row])
     need = se.samples * (error / target_error) ** 2
-    sampled = seconds / se.samples * need if need <= max_samples else math.inf
-    t0 = time.perf_counter()
-    first = plateau_map(se, q, rule)
-    predicted = (time.perf_counter() - t0) * PLATEAU_SOLVE_EVALUATIONS
-    why = (f"more samples predicted {sampled:.0f} s ({need:.3g} samples"
-           + (f" > max_samples {max_samples}" if need > max_samples else "")
-           + f"), the plateau map {predicted:.0f} s")
-    if predicted >= sampled:
-        return None, "plateau route not chosen: " + why
-    out = solve_plateau(se, q, rule, first_evaluation=first)
-    out.message = ("plateau route chosen (" + why + f"; sampled plateau {q:.6g} +- "
+    feasible = need <= max_samples
+    sampled = seconds / se.samples * need if feasible else math.inf
+    first = None
+    try:
+        if predicted is None:
+            t0 = time.perf_counter()
+            first = plateau_map(se, q, rule)
+            predicted = (time.perf_counter() - t0) * PLATEAU_SOLVE_EVALUATIONS
+        why = ((f"more samples predicted {_seconds(sampled)} ({need:.3g} samples)" if feasible
+                else f"more samples cannot reach it ({need:.3g} samples > max_samples "
+                     f"{max_samples})") + f", the plateau map predicted {_seconds(predicted)}")
+        if predicted >= sampled:
+            return PlateauChoice(note="plateau route not chosen: " + why, predicted=predicted)
+        if progress is not None:
+            progress(f"SE alpha={se.alpha:g}: plateau route ({why}); ETA {_seconds(predicted)}")
+        out = solve_plateau(se, q, rule, first_evaluation=first)
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
+        return PlateauChoice(note=f"plateau route failed ({type(exc).__name__}: {exc})",
+                             predicted=math.inf)
+    err = float(np.max(out.Q_stderr))
+    unusable = ("not converged" if not out.converged else
+                "unstable along its row" if out.stable is False else
+                f"its error estimate {err:.2g} above the target" if err > target_error and
+                feasible else None)
+    if unusable:
+        return PlateauChoice(note=f"plateau route tried and not used ({unusable}): "
+                                  + out.message, predicted=math.inf)
+    out.message = (f"plateau route chosen ({why}; sampled plateau {q:.6g} +- "
                    f"{float(res.Q_stderr[row, row]):.2g} on {se.samples} samples, stable by its "
-                   "Jacobian): " + out.message)
-    return out, None
+                   f"Jacobian): {out.message}; the sampled round's report: {res.message}")
+    return PlateauChoice(result=out, predicted=predicted)

@@ -293,16 +293,19 @@ class StagedSolve:
         randomized QMC on a smooth integrand converges faster and stops early), rounded up
         to the scramblings times a power of 2, at least doubled, at most 64x.
 
-        Integrating instead of sampling, chosen automatically: where the first round's
-        fixed point is a stable staircase plateau of a reduced noiseless link (every row
+        Integrating instead of sampling, chosen automatically: where a round's
+        fixed point is a converged, stable staircase plateau of a reduced noiseless link (every row
         but the solved one pinned at 0 by its sign symmetry, ``M = 2``, one solved row;
         :func:`~symtheory.glm.se.plateau.plateau_row`), the plateau map integrates
         ``omega`` and ``y`` deterministically (:mod:`symtheory.glm.se.plateau`).  It is
         taken when its predicted time (one evaluation timed there, times
         :data:`~symtheory.glm.se.plateau.PLATEAU_SOLVE_EVALUATIONS`) is below that of the
-        samples the target needs; the result's ``method`` is then ``"plateau map"``, its
-        ``Q_stderr`` the rule's error estimate (``error_kind = "estimate"``), and the
-        message gives both predictions.
+        samples the target needs, and used when its solve converged on a stable root
+        whose error estimate meets the target (or no number of samples can); the result's
+        ``method`` is then ``"plateau map"``, its ``Q_stderr`` the rule's error estimate
+        (``error_kind = "estimate"``), and the message gives both predictions
+        (:func:`~symtheory.glm.se.plateau.plateau_route`).  Otherwise sampling goes on and
+        the message says why.
 
         Parameters
         ----------
@@ -321,7 +324,8 @@ class StagedSolve:
         Returns
         -------
         SEResult
-            The last round's fixed point; ``target_rounds`` lists every round.
+            The last round's fixed point, or the plateau map's (``method``);
+            ``target_rounds`` lists every sampled round.
 
         Examples
         --------
@@ -345,7 +349,7 @@ class StagedSolve:
             raise ParameterError(f"max_samples must be an integer >= samples ({self.samples}), got "
                                  f"{max_samples!r}")
         free = self.mask > 0
-        rounds, Q, notes, plateau_tried = [], Q0, [], False
+        rounds, Q, note, plateau_seconds = [], Q0, None, None
         while True:
             t0 = time.perf_counter()
             res = self.solve(Q, progress=False, **solve_options)
@@ -354,21 +358,22 @@ class StagedSolve:
             rounds.append((self.samples, err, seconds))
             if err <= target_error or self.samples >= max_samples or not np.isfinite(err):
                 break
-            if not plateau_tried and self.features is not None and self.omega_weights is None:
+            if self.features is not None and self.omega_weights is None:
                 # integrate instead of sampling where the fixed point allows it and it is
-                # predicted sooner there (glm/se/plateau.py)
+                # predicted sooner there (glm/se/plateau.py); its timing is made once
                 from .plateau import plateau_route
 
-                chosen, note = plateau_route(self, res, err, target_error, seconds, max_samples)
-                plateau_tried = chosen is not None or note is not None
-                if note:
-                    notes.append(note)
-                if chosen is not None:
-                    e = float(np.max(chosen.Q_stderr))
+                say = (lambda line: print(line, file=sys.stderr)) if progress else None
+                choice = plateau_route(self, res, err, target_error, seconds, max_samples,
+                                       predicted=plateau_seconds, progress=say)
+                plateau_seconds, note = choice.predicted, choice.note or note
+                if choice.result is not None:
+                    e = float(np.max(choice.result.Q_stderr))
                     return self._target_report(
-                        chosen, target_error, e, rounds, "the plateau rule's error estimate",
+                        choice.result, target_error, e, rounds,
+                        "the plateau rule's error estimate; no number of samples reaches it",
                         f"the plateau map's error estimate {e:.2g} is above target_error "
-                        f"{target_error:g}")
+                        f"{target_error:g}, which max_samples cannot reach either")
             if self.omega_weights is not None:
                 # a tensor rule: 1.5x the nodes per axis a round (its error falls faster
                 # than any power of the nodes on an analytic integrand)
@@ -392,7 +397,8 @@ class StagedSolve:
             self.samples = n_new
             self._draw_samples(self.sampling, self.scrambles or DEFAULT_SCRAMBLES, self.seed)
             Q = res.Q
-        res.message += "".join(f"; {n}" for n in notes)
+        if note:
+            res.message += f"; {note}"
         return self._target_report(res, target_error, err, rounds, "max_samples",
                                    f"max stderr {err:.2g} above target_error {target_error:g} "
                                    f"at max_samples {self.samples}")
