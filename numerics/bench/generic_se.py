@@ -52,7 +52,11 @@ Measured 2026-11-28 21:20 UTC on 2 cores, one other job running (ratios only cou
   its refined rule; mass defect 1e-7, E g g^T - E(-dg) = -3.8e-6) in 79.6 s: ratio 1303,
   agree within 1.2 joint errors.  Earlier, with another job running: 72.4 s against 186 s,
   ratio 768.  (The two-level map of the channel rule measured 1.2 here before: per
-  evaluation it cannot gain more than ~4x, docs/guide.md.)
+  evaluation it cannot gain more than ~4x, docs/guide.md.)  Re-measured 2026-11-29 06:45
+  UTC with the route chosen by ``solve_to_target`` (a depth-3 SE running alongside): plain
+  0.77295 +- 0.00181 in 44.7 s; the sampled round (2048 samples, 11.7 s) predicted 1.6e7
+  samples for the target against 112 s for the plateau map, which gave 0.770782 +- 2.9e-5
+  in 119.4 s in all: ratio 1445, agree within 1.19 joint errors.
 
 Run: ``python numerics/bench/generic_se.py [NAME ...]`` (rows whose name contains a NAME)
 """
@@ -159,7 +163,8 @@ def main(argv):
         print(f"  plain RQMC ({PLAIN_SAMPLES} samples): Q = {np.round(rp.Q, 5).tolist()}, "
               f"max stderr {ep:.3g}, {tp:.1f} s, converged {rp.converged}")
         unit = "nodes" if rn.error_kind == "estimate" else "samples"
-        print(f"  new ({rn.samples} {unit}; {note_n}): Q = {np.round(rn.Q, 6).tolist()}, "
+        size = f"{rn.samples} {unit}" if rn.samples else rn.method
+        print(f"  new ({size}; {note_n}): Q = {np.round(rn.Q, 6).tolist()}, "
               f"max {'error estimate' if rn.error_kind == 'estimate' else 'stderr'} "
               f"{en:.3g}, {tn:.1f} s, converged {rn.converged}")
         print(f"  fixed points differ by at most {z:.2f} joint standard errors "
