@@ -98,12 +98,9 @@ def cmd_se(args) -> int:
     rule, noise, lam = _rule(args), args.noise, args.side_information
     P = model.P
     Q0 = (0.05 if args.start == "uninformed" else 0.99) * np.eye(P)
-    cols = {"alpha": []}
     names = [(a, b) for a in range(P) for b in range(a, P)]
-    for a, b in names:
-        cols[f"Q{a + 1}{b + 1}"] = []
-    for a in range(P):
-        cols[f"Q{a + 1}{a + 1}_stderr"] = []
+    cols = {k: [] for k in ["alpha"] + [f"Q{a + 1}{b + 1}" for a, b in names] +
+            [f"Q{a + 1}{a + 1}_stderr" for a in range(P)]}
     for k in ("bo_error", "bo_stderr", "plugin_error", "plugin_stderr", "free_entropy",
               "free_entropy_stderr", "converged", "stable", "iterations", "residual",
               "nishimori_gap", "channel_error", "channel_qhat_error", "samples", "observation",

@@ -368,12 +368,7 @@ class StagedSolve:
                                        predicted=plateau_seconds, progress=say)
                 plateau_seconds, note = choice.predicted, choice.note or note
                 if choice.result is not None:
-                    e = float(np.max(choice.result.Q_stderr))
-                    return self._target_report(
-                        choice.result, target_error, e, rounds,
-                        "the plateau rule's error estimate; no number of samples reaches it",
-                        f"the plateau map's error estimate {e:.2g} is above target_error "
-                        f"{target_error:g}, which max_samples cannot reach either")
+                    return self._plateau_report(choice.result, target_error, rounds)
             if self.omega_weights is not None:
                 # a tensor rule: 1.5x the nodes per axis a round (its error falls faster
                 # than any power of the nodes on an analytic integrand)
@@ -403,7 +398,16 @@ class StagedSolve:
                                    f"max stderr {err:.2g} above target_error {target_error:g} "
                                    f"at max_samples {self.samples}")
 
-    def _target_report(self, res, target_error, err, rounds, limit, warning):
+    def _plateau_report(self, res, target_error, rounds):
+        """:meth:`_target_report` on the plateau route's result."""
+        e = float(np.max(res.Q_stderr))
+        return self._target_report(
+            res, target_error, e, rounds,
+            "the plateau rule's error estimate; no number of samples reaches it",
+            f"the plateau map's error estimate {e:.2g} is above target_error "
+            f"{target_error:g}, which max_samples cannot reach either", stacklevel=4)
+
+    def _target_report(self, res, target_error, err, rounds, limit, warning, stacklevel=3):
         """:meth:`solve_to_target`'s report on its result ``res`` (largest error ``err``):
         the target reached or not (``limit`` says what stopped it, ``warning`` is warned)
         and the sampled rounds."""
@@ -414,7 +418,7 @@ class StagedSolve:
                         ", ".join(f"({n}, {e:.2g}, {t:.1f})" for n, e, t in rounds))
         if not reached:
             warnings.warn(f"state evolution at alpha={self.alpha:g}: {warning}",
-                          ConvergenceWarning, stacklevel=3)
+                          ConvergenceWarning, stacklevel=stacklevel)
         res.target_rounds = rounds
         return res
 
