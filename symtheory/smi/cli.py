@@ -160,7 +160,7 @@ def cmd_se(args) -> int:
             "quadrature": (next(iter(rules_used)) if len(rules_used) == 1 else
                            "; ".join(f"{r} at alpha = {', '.join(f'{a:g}' for a in al)}"
                                      for r, al in rules_used.items())),
-            "estimator": se.estimator,
+            "estimator": se.estimator, "method": sorted(set(cols["method"])),
             "solver_reports": reports,
             "noise_variance": noise,
             "side_information": lam, "start": args.start, "damping": args.damping,
