@@ -88,3 +88,19 @@ def test_density_prior_is_refused_by_name():
         S.density_component(sp.exp(-w ** 2 / 2) / sp.sqrt(2 * sp.pi), w)])
     with pytest.raises(NotImplementedError, match="density"):
         M.MpPrior(prior)
+
+
+def test_perceptron_fixed_point_of_the_docstring_is_on_the_mpmath_curve():
+    """ScalarGlmSE.solve's docstring prints V = 0.43928526 at alpha = 1 (binary
+    perceptron). Re-derived by the independent mpmath path: the curve's inverse prior
+    map at that V gives alpha, and its root in V at alpha = 1 (secant, 20 digits) rounds
+    to the printed 8 decimals. The float64 solve (residual tolerance 1e-14) matches it to
+    1e-12: a factor 100 for the map's slope near the fixed point (measured 9e-15)."""
+    se = ScalarGlmSE(sign_channel(noise=False), S.rademacher())
+    curve = M.MpCurve(se)
+    with mpmath.workdps(20):
+        V = mpmath.findroot(lambda v: curve.point(v)["alpha"] - 1, (mpmath.mpf("0.43"),
+                                                                    mpmath.mpf("0.45")),
+                            solver="secant")
+    assert round(float(V), 8) == 0.43928526
+    assert abs(se.solve(1.0).value - float(V)) < 1e-12

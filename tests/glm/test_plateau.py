@@ -185,8 +185,12 @@ def test_plateau_route_is_chosen_by_predicted_time(monkeypatch):
         c = plateau.plateau_route(se, _sampled_plateau(**over), 0.009, 1e-6, 1.0, 2 ** 22,
                                   rule=rule)
         assert c.result is None and why in c.note
-    with pytest.raises(ParameterError, match="target_error"):
-        plateau.plateau_route(se, res, 0.009, 0.0, 1.0, 2 ** 22, rule=rule)
+    for args, name in (((0.009, 0.0, 1.0, 2 ** 22), "target_error"),
+                       ((np.nan, 1e-3, 1.0, 2 ** 22), "error"),
+                       ((0.009, 1e-3, -1.0, 2 ** 22), "seconds"),
+                       ((0.009, 1e-3, 1.0, 16), "max_samples")):
+        with pytest.raises(ParameterError, match=name):
+            plateau.plateau_route(se, res, *args, rule=rule)
 
 
 def test_solve_to_target_takes_or_reports_the_plateau_route(monkeypatch):

@@ -359,6 +359,15 @@ def plateau_route(se, res, error, target_error, seconds, max_samples, *, predict
 
     if not target_error > 0:
         raise ParameterError(f"target_error must be > 0, got {target_error!r}")
+    if not (np.isfinite(error) and error > 0):
+        raise ParameterError(f"error (the sampled round's largest stderr) must be finite "
+                             f"and > 0, got {error!r}")
+    if not (np.isfinite(seconds) and seconds >= 0):
+        raise ParameterError(f"seconds (the sampled round's time) must be finite and >= 0, "
+                             f"got {seconds!r}")
+    if not max_samples >= se.samples:
+        raise ParameterError(f"max_samples must be >= samples ({se.samples}), got "
+                             f"{max_samples!r}")
     row = plateau_row(se, res.Q)
     if isinstance(row, str):
         return PlateauChoice(predicted=predicted)

@@ -430,7 +430,7 @@ class ScalarGlmSE:
         >>> from symtheory.glm import ScalarGlmSE, sign_channel
         >>> from symtheory.glm.factors.separable_prior import rademacher
         >>> se = ScalarGlmSE(sign_channel(noise=False), rademacher())     # binary perceptron
-        >>> res = se.solve(1.0)
+        >>> res = se.solve(1.0)       # V re-derived by mpmath in tests/glm/test_phases_mp.py
         >>> round(res.value, 8), res.converged
         (0.43928526, True)
         >>> se.solve(1.7).value                        # beyond alpha_alg = 1.49: perfect recovery
